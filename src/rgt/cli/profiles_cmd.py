@@ -1,0 +1,1 @@
+"""Profile commands (filled in below)."""

@@ -1,0 +1,16 @@
+"""Errors a user can act on.
+
+Every user mistake ends as a `UserError`: the CLI prints its message on one line and exits
+with its code, never a traceback. The message says what is wrong and what to do next.
+"""
+
+
+class UserError(Exception):
+    """A problem with the user's input or situation, not a bug in rgt."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code

@@ -1,0 +1,158 @@
+"""Find, load and validate profile files.
+
+Bundled profiles live in `data/`. A user may add or shadow profiles with directories named in
+`RGT_PROFILE_PATH` (os.pathsep-separated), searched first. A malformed file is a `ProfileError`
+naming the file and the first offending field, never a pydantic traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from rgt.errors import UserError
+from rgt.profiles.schema import Gotcha, Profile, UniversalCatalog
+
+DATA_DIR = Path(__file__).parent / "data"
+UNIVERSAL_FILE = "universal.yaml"
+
+
+class ProfileError(UserError):
+    """A profile is unknown or its file does not validate."""
+
+
+def _search_dirs() -> list[Path]:
+    extra = os.environ.get("RGT_PROFILE_PATH", "")
+    return [Path(p) for p in extra.split(os.pathsep) if p] + [DATA_DIR]
+
+
+def _profile_files() -> dict[str, Path]:
+    """name → file, earlier search directories winning."""
+    found: dict[str, Path] = {}
+    for directory in reversed(_search_dirs()):
+        if directory.is_dir():
+            for path in sorted(directory.glob("*.yaml")):
+                if path.name != UNIVERSAL_FILE:
+                    found[path.stem] = path
+    return found
+
+
+def profile_names() -> list[str]:
+    return sorted(_profile_files())
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ProfileError(f"{path}:{where} is not valid YAML ({_first_line(err)})") from None
+    except OSError as err:
+        raise ProfileError(f"cannot read {path}: {err.strerror}") from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def _explain(path: Path, err: ValidationError) -> ProfileError:
+    first = err.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    more = f" (and {err.error_count() - 1} more problems)" if err.error_count() > 1 else ""
+    return ProfileError(f"{path}: {where}: {first['msg']}{more}")
+
+
+@cache
+def _load_file(path: Path, mtime: float) -> Profile:
+    del mtime  # part of the cache key only: an edited file is re-read
+    try:
+        return Profile.model_validate(_read_yaml(path))
+    except ValidationError as err:
+        raise _explain(path, err) from None
+
+
+def load_profile(name: str) -> Profile:
+    files = _profile_files()
+    path = files.get(name)
+    if path is None:
+        close = [n for n in files if n.startswith(name[:2])] or sorted(files)
+        raise ProfileError(f"unknown profile {name!r}; known profiles: {', '.join(close)}")
+    profile = _load_file(path, path.stat().st_mtime)
+    if profile.name != name:
+        raise ProfileError(f"{path}: name {profile.name!r} does not match the file name {name!r}")
+    return profile
+
+
+def all_profiles() -> list[Profile]:
+    return [load_profile(name) for name in profile_names()]
+
+
+@cache
+def universal_catalog() -> UniversalCatalog:
+    path = DATA_DIR / UNIVERSAL_FILE
+    try:
+        return UniversalCatalog.model_validate(_read_yaml(path))
+    except ValidationError as err:
+        raise _explain(path, err) from None
+
+
+@dataclass(frozen=True)
+class GotchaHit:
+    gotcha: Gotcha
+    platform: str  # profile name, or "universal"
+    why: str  # "detect pattern", "probe", "symptom text", "id"
+
+
+def _all_gotchas() -> list[tuple[str, Gotcha]]:
+    pairs = [("universal", g) for g in universal_catalog().gotchas]
+    for profile in all_profiles():
+        pairs.extend((profile.name, g) for g in profile.gotchas)
+    return pairs
+
+
+def find_gotcha(gotcha_id: str) -> tuple[str, Gotcha]:
+    wanted = gotcha_id.strip().upper()
+    for platform, gotcha in _all_gotchas():
+        if gotcha.id.upper() == wanted:
+            return platform, gotcha
+    raise ProfileError(
+        f"no gotcha {gotcha_id!r}; ids look like LAM5, AD-DANGER, VAST2, SLURM4, K8S1, U7 "
+        "(try `rgt gotcha search TEXT`)"
+    )
+
+
+_WORD = re.compile(r"[a-z0-9_./-]{3,}")
+
+
+def search_gotchas(text: str) -> list[GotchaHit]:
+    """Gotchas whose detection regexes match `text` first, then those sharing its words.
+
+    A pasted error line is matched against every `detect.patterns` regex (the precise signal);
+    failing that, gotchas whose symptom/title contain most of the line's words are offered.
+    """
+    exact: list[GotchaHit] = []
+    fuzzy: list[tuple[float, GotchaHit]] = []
+    words = set(_WORD.findall(text.lower()))
+    for platform, gotcha in _all_gotchas():
+        if gotcha.detect and gotcha.detect.patterns and gotcha.detect.matches(text):
+            exact.append(GotchaHit(gotcha, platform, "detect pattern"))
+            continue
+        if not words:
+            continue
+        haystack = f"{gotcha.title} {gotcha.symptom}".lower()
+        shared = sum(1 for word in words if word in haystack)
+        score = shared / len(words)
+        if score >= 0.6:
+            fuzzy.append((score, GotchaHit(gotcha, platform, "symptom text")))
+    fuzzy.sort(key=lambda pair: -pair[0])
+    return exact + [hit for _, hit in fuzzy]
