@@ -1,1 +1,420 @@
-"""Profile commands (filled in below)."""
+"""Ask the platform data questions: `profiles`, `profile show`, `gotcha`, `compare`."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from rgt.cli import app
+from rgt.cli.console import console
+from rgt.errors import UserError
+from rgt.profiles import Profile, all_profiles, find_gotcha, load_profile, search_gotchas
+from rgt.profiles.schema import Gotcha, Survives
+
+# Section name (as the user types it) → the profile fields it renders.
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "surface": ("surface",),
+    "facts": ("facts",),
+    "launch": ("launch",),
+    "storage": ("storage",),
+    "teardown": ("actions",),
+    "network": ("network",),
+    "spot": ("spot",),
+    "daemon": ("daemon",),
+    "gotchas": ("gotchas", "universal_refs"),
+    "debugging": ("debugging",),
+    "overrides": ("overrides", "override_notes"),
+    "sources": ("sources",),
+}
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+
+
+def _yes_no(value: object) -> str:
+    if value is True:
+        return "[green]yes[/]"
+    if value is False:
+        return "[red]no[/]"
+    return escape(str(value))
+
+
+def _print_json(data: object) -> None:
+    # Plain print: Rich would wrap long lines and break the JSON for a pipe.
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+@app.command("profiles")
+def profiles_table(as_json: JsonFlag = False) -> None:
+    """List every platform profile: what stops the meter, and what that costs you."""
+    profiles = all_profiles()
+    if as_json:
+        _print_json([_summary(p) for p in profiles])
+        return
+    table = Table(title="Platform profiles", header_style="bold")
+    for column in ("profile", "kind", "meter-stop verb", "irreversible?", "spot", "shared FS",
+                   "detach"):
+        table.add_column(column)
+    for p in profiles:
+        f = p.facts
+        table.add_row(
+            p.name, f.kind, escape(f.meter_stop_verb), _yes_no(f.meter_stop_irreversible),
+            _yes_no(f.spot_available), _yes_no(f.shared_fs), escape(f.detach_primitive),
+        )
+    console.print(table)
+    console.print("Details: [bold]rgt profile show NAME[/]   Side by side: [bold]rgt compare A B[/]")
+
+
+def _summary(p: Profile) -> dict:
+    stop = p.meter_stop
+    return {
+        "name": p.name,
+        "title": p.title,
+        **p.facts.model_dump(),
+        "meter_stop_action": stop.name,
+        "meter_stop_keeps_billing": [b.model_dump() for b in stop.keeps_billing],
+        "checkpoint_tier": p.storage.checkpoint_tier,
+    }
+
+
+profile_app = typer.Typer(help="One platform profile in full.", no_args_is_help=True)
+app.add_typer(profile_app, name="profile")
+
+
+@profile_app.command("show")
+def profile_show(
+    name: Annotated[str, typer.Argument(help="Profile name, e.g. lambda, autodl, vastai.")],
+    section: Annotated[
+        str | None,
+        typer.Option("--section", "-s", help=f"Only one part: {', '.join(SECTIONS)}."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show a profile, danger clocks first."""
+    profile = load_profile(name)
+    if section is not None and section not in SECTIONS:
+        raise UserError(f"unknown section {section!r}; choose one of: {', '.join(SECTIONS)}")
+    if as_json:
+        data = profile.model_dump(mode="json")
+        if section is not None:
+            data = {field: data[field] for field in SECTIONS[section]}
+        _print_json(data)
+        return
+    render = _renderers()
+    for part in [section] if section else list(SECTIONS):
+        render[part](profile)
+
+
+def _renderers() -> dict:
+    return {
+        "surface": _render_surface,
+        "facts": _render_facts,
+        "launch": _render_launch,
+        "storage": _render_storage,
+        "teardown": _render_teardown,
+        "network": _render_network,
+        "spot": _render_spot,
+        "daemon": _render_daemon,
+        "gotchas": _render_gotchas,
+        "debugging": _render_debugging,
+        "overrides": _render_overrides,
+        "sources": _render_sources,
+    }
+
+
+def _render_surface(p: Profile) -> None:
+    lines = [f"[bold]{escape(p.title)}[/] — {escape(p.summary)}", ""]
+    lines += [f"[bold red]⚠ {escape(clock)}[/]" for clock in p.surface.danger_clocks]
+    lines += [f"[green]✓[/] {escape(c)}" for c in p.surface.conveniences]
+    console.print(Panel("\n".join(lines), title=f"{p.name}: read this first", expand=False))
+
+
+def _kv_table(title: str, rows: list[tuple[str, object]]) -> None:
+    table = Table(title=title, show_header=False, title_justify="left", title_style="bold")
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        if value not in ("", None, [], {}):
+            table.add_row(key, value if isinstance(value, str) and "[/]" in value
+                          else escape(str(value)))
+    console.print(table)
+
+
+def _render_facts(p: Profile) -> None:
+    _kv_table("Facts", [(k, _yes_no(v)) for k, v in p.facts.model_dump().items()])
+
+
+def _render_launch(p: Profile) -> None:
+    launch = p.launch
+    rows: list[tuple[str, object]] = [
+        (f"entry ({e.kind})", f"{e.where}  {e.notes}".strip()) for e in launch.entry_points
+    ]
+    env = launch.env_contract
+    rows += [
+        ("env", env.summary),
+        ("python", env.python),
+        ("conda create forbidden", _yes_no(env.conda_create_forbidden)),
+        ("pip install torch forbidden", _yes_no(env.pip_install_torch_forbidden)),
+        ("env notes", env.notes),
+        ("verify", launch.verify_command),
+        ("notes", launch.notes),
+    ]
+    _kv_table("Launch", rows)
+
+
+def _survival_cell(value: Survives) -> str:
+    return {True: "[green]kept[/]", False: "[bold red]LOST[/]"}.get(value, escape(str(value)))
+
+
+def _render_storage(p: Profile) -> None:
+    actions = [a.name for a in p.actions]
+    table = Table(title="Storage: does the data survive?", title_justify="left",
+                  title_style="bold")
+    table.add_column("tier")
+    table.add_column("path")
+    for action in actions:
+        mark = " ⏻" if action == p.meter_stop.name else ""
+        table.add_column(f"{action}{mark}", justify="center")
+    for tier in p.storage.tiers:
+        home = " [cyan](checkpoints)[/]" if tier.name == p.storage.checkpoint_tier else ""
+        table.add_row(escape(tier.name) + home, escape(tier.path),
+                      *[_survival_cell(tier.survives[a]) for a in actions])
+    console.print(table)
+    console.print("⏻ = the meter-stop verb")
+    details = Table(show_header=True, header_style="bold")
+    for column in ("tier", "speed", "cap", "inodes", "scope", "billing", "notes"):
+        details.add_column(column, overflow="fold")
+    for t in p.storage.tiers:
+        notes = "; ".join([t.notes] + [f"{k}: {v}" for k, v in t.survival_notes.items()])
+        details.add_row(*(escape(x) for x in (t.name, t.speed, t.cap, t.inode_cap, t.scope,
+                                               t.billing, notes.strip("; "))))
+    console.print(details)
+
+
+def _keeps_billing(action) -> str:
+    return "; ".join(
+        " ".join(x for x in (b.what, b.rate and f"({b.rate})", b.until and f"until {b.until}") if x)
+        for b in action.keeps_billing
+    )
+
+
+def _render_teardown(p: Profile) -> None:
+    table = Table(title="Teardown and billing: what each action does", title_justify="left",
+                  title_style="bold")
+    for column in ("action", "stops compute", "stops storage", "irreversible", "keeps billing",
+                   "timer", "how"):
+        table.add_column(column, overflow="fold")
+    for a in p.actions:
+        name = a.name + (f" ({', '.join(a.aliases)})" if a.aliases else "")
+        if a.name == p.meter_stop.name:
+            name = f"[bold]{escape(name)}[/] ⏻"
+        else:
+            name = escape(name)
+        timer = f"{a.timer.after}: {a.timer.effect}" if a.timer else ""
+        table.add_row(name, _yes_no(a.stops_compute_meter), _yes_no(a.stops_storage_meter),
+                      _yes_no(a.irreversible), escape(_keeps_billing(a)), escape(timer),
+                      escape(a.how))
+    console.print(table)
+
+
+def _render_network(p: Profile) -> None:
+    n = p.network
+    _kv_table("Network", [
+        ("proxy hook", n.proxy_hook or ""),
+        *[(f"env {k}", v) for k, v in n.mirror_env.items()],
+        ("ssh", ", ".join(n.ssh)),
+        ("ports", n.port_exposure),
+        ("IP changes on re-create", _yes_no(n.ip_changes_on_recreate)),
+        ("ports change on re-create", _yes_no(n.ports_change_on_recreate)),
+        ("egress", n.egress),
+        ("notes", n.notes),
+    ])
+
+
+def _render_spot(p: Profile) -> None:
+    s = p.spot
+    grace = "" if s.grace_seconds is None else f"{s.grace_seconds} s"
+    _kv_table("Spot / interruption", [("model", s.model), ("detection", s.detection),
+                                      ("grace", grace), ("resume", s.resume_hook),
+                                      ("notes", s.notes)])
+
+
+def _render_daemon(p: Profile) -> None:
+    d = p.daemon
+    _kv_table("Daemon (detach)", [
+        ("primitive", d.primitive), ("fallback", d.fallback or ""),
+        ("survives ssh drop", _yes_no(d.survives.ssh_drop)),
+        ("survives reboot", _yes_no(d.survives.reboot)),
+        ("survives container restart", _yes_no(d.survives.container_restart)),
+        ("orchestration", d.native_orchestration), ("notes", d.notes),
+    ])
+
+
+def _render_gotchas(p: Profile) -> None:
+    table = Table(title="Gotchas", title_justify="left", title_style="bold")
+    table.add_column("id", style="bold")
+    table.add_column("title", overflow="fold")
+    table.add_column("detectable", justify="center")
+    for g in p.gotchas:
+        table.add_row(g.id, escape(g.title), "✓" if g.detect else "")
+    console.print(table)
+    if p.universal_refs:
+        console.print(f"Universal gotchas that apply: {', '.join(p.universal_refs)}  "
+                      "([bold]rgt gotcha ID[/] for one)")
+
+
+def _render_debugging(p: Profile) -> None:
+    if not p.debugging:
+        return
+    table = Table(title="Debugging", title_justify="left", title_style="bold")
+    for column in ("to find out", "run", "reading"):
+        table.add_column(column, overflow="fold")
+    for d in p.debugging:
+        table.add_row(escape(d.purpose), escape(d.command), escape(d.reading))
+    console.print(table)
+
+
+def _render_overrides(p: Profile) -> None:
+    _kv_table("Script overrides", list(p.overrides.items()))
+    for note in p.override_notes:
+        console.print(f"• {escape(note)}")
+
+
+def _render_sources(p: Profile) -> None:
+    seen = {(c.doc, c.verified) for c in p.sources}
+    for part in (p.launch, p.storage, p.network, p.spot, *p.actions, *p.gotchas):
+        seen.update((c.doc, c.verified) for c in part.sources)
+    if seen:
+        console.print("[bold]Sources[/] (verified dates: how fresh each fact is)")
+        for doc, verified in sorted(seen, key=lambda s: (s[1] or "", s[0])):
+            console.print(f"  {escape(doc)}  [dim]{verified or 'undated'}[/]")
+
+
+@app.command("gotcha", context_settings={"ignore_unknown_options": True})
+def gotcha(
+    words: Annotated[list[str], typer.Argument(help="ID (e.g. AD4, U7), or: search TEXT")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Explain one gotcha by id, or `rgt gotcha search TEXT` to match a pasted error line."""
+    if words[0] == "search":
+        text = " ".join(words[1:]).strip()
+        if not text:
+            raise UserError("give the error text to search for: rgt gotcha search 'No space left'")
+        _search(text, as_json)
+        return
+    if len(words) != 1:
+        raise UserError("give one gotcha id (e.g. rgt gotcha AD4), or: rgt gotcha search TEXT")
+    platform, found = find_gotcha(words[0])
+    if as_json:
+        _print_json({"platform": platform, **found.model_dump(mode="json")})
+        return
+    _render_gotcha(platform, found)
+
+
+def _render_gotcha(platform: str, g: Gotcha) -> None:
+    body = [
+        f"[bold]Symptom[/]  {escape(g.symptom)}",
+        f"[bold]Cause[/]    {escape(g.cause)}",
+        f"[bold]Fix[/]      {escape(g.fix)}",
+    ]
+    if g.detect:
+        for pattern in g.detect.patterns:
+            body.append(f"[bold]Detect[/]   /{escape(pattern)}/")
+        if g.detect.probe:
+            body.append(f"[bold]Probe[/]    {escape(g.detect.probe.command)}  "
+                        f"→ /{escape(g.detect.probe.matches)}/")
+    if g.see_also:
+        body.append(f"[bold]See also[/] {', '.join(g.see_also)}")
+    if g.sources:
+        body.append("[dim]" + escape("; ".join(
+            f"{c.doc} ({c.verified})" if c.verified else c.doc for c in g.sources)) + "[/]")
+    console.print(Panel("\n".join(body), title=f"{g.id} · {platform} · {escape(g.title)}",
+                        title_align="left", expand=False))
+
+
+def _search(text: str, as_json: bool) -> None:
+    hits = search_gotchas(text)
+    if as_json:
+        _print_json([{"id": h.gotcha.id, "platform": h.platform, "why": h.why,
+                      "title": h.gotcha.title} for h in hits])
+        return
+    if not hits:
+        console.print("No gotcha matches that text. Try fewer words, or the exact error line.")
+        raise typer.Exit(1)
+    table = Table(title=f"Gotchas matching {text!r}", title_justify="left")
+    for column in ("id", "platform", "matched by", "title"):
+        table.add_column(column, overflow="fold")
+    for h in hits:
+        table.add_row(h.gotcha.id, h.platform, h.why, escape(h.gotcha.title))
+    console.print(table)
+    console.print("Full text: [bold]rgt gotcha ID[/]")
+
+
+@app.command("compare")
+def compare(
+    first: Annotated[str, typer.Argument(help="A profile, e.g. autodl")],
+    second: Annotated[str, typer.Argument(help="Another profile, e.g. vastai")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Two platforms side by side: what each action stops, keeps, and keeps billing."""
+    a, b = load_profile(first), load_profile(second)
+    if as_json:
+        _print_json({p.name: {"actions": [x.model_dump(mode="json") for x in p.actions],
+                              "survival": {t.name: t.survives for t in p.storage.tiers},
+                              "checkpoint_tier": p.storage.checkpoint_tier,
+                              "meter_stop_verb": p.facts.meter_stop_verb}
+                     for p in (a, b)})
+        return
+    table = Table(title=f"{a.name} vs {b.name}: every action", title_justify="left",
+                  show_lines=True)
+    table.add_column("")
+    table.add_column(a.name, overflow="fold")
+    table.add_column(b.name, overflow="fold")
+    table.add_row("meter-stop verb", _stop_line(a), _stop_line(b))
+    table.add_row("checkpoints go to", escape(_home(a)), escape(_home(b)))
+    for name in _union([x.name for x in a.actions], [x.name for x in b.actions]):
+        table.add_row(escape(name), _action_cell(a, name), _action_cell(b, name))
+    console.print(table)
+
+
+def _union(first: list[str], second: list[str]) -> list[str]:
+    return first + [n for n in second if n not in first]
+
+
+def _home(p: Profile) -> str:
+    tier = next(t for t in p.storage.tiers if t.name == p.storage.checkpoint_tier)
+    return f"{tier.name} ({tier.path})"
+
+
+def _stop_line(p: Profile) -> str:
+    stop = p.meter_stop
+    kind = "[bold red]irreversible[/]" if stop.irreversible else "[green]reversible[/]"
+    return f"{escape(p.facts.meter_stop_verb)} — {kind}"
+
+
+def _action_cell(p: Profile, name: str) -> str:
+    action = p.action(name)
+    if action is None:
+        return "[dim]—[/]"
+    lines = [
+        "meter: " + ("[green]stops[/]" if action.stops_compute_meter else "[red]keeps running[/]"),
+        "storage meter: " + ("stops" if action.stops_storage_meter else "[red]keeps billing[/]"),
+    ]
+    if action.irreversible:
+        lines.append("[bold red]irreversible[/]")
+    kept = [t.name for t in p.storage.tiers if t.survives.get(action.name) is True]
+    lost = [t.name for t in p.storage.tiers if t.survives.get(action.name) is False]
+    if kept:
+        lines.append("keeps: " + escape(", ".join(kept)))
+    if lost:
+        lines.append("[red]loses: " + escape(", ".join(lost)) + "[/]")
+    if action.keeps_billing:
+        lines.append("[yellow]still billing: " + escape(_keeps_billing(action)) + "[/]")
+    if action.timer:
+        lines.append(f"[yellow]timer: {escape(action.timer.after)} → "
+                     f"{escape(action.timer.effect)}[/]")
+    return "\n".join(lines)

@@ -1,0 +1,3 @@
+from rgt.cli import main
+
+main()

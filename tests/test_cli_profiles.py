@@ -1,0 +1,101 @@
+"""The profile commands, driven through the real command line."""
+
+from __future__ import annotations
+
+import json
+
+from cli import rgt
+
+from test_profiles import PLATFORMS
+
+
+def test_profiles_json_lists_the_ten_platforms():
+    result = rgt("profiles", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert {row["name"] for row in rows} == PLATFORMS
+    lam = next(row for row in rows if row["name"] == "lambda")
+    assert lam["meter_stop_verb"] == "terminate" and lam["meter_stop_irreversible"] is True
+
+
+def test_profiles_table_shows_every_platform():
+    result = rgt("profiles")
+    assert result.returncode == 0
+    for name in PLATFORMS:
+        assert name in result.stdout
+
+
+def test_profile_show_lambda_json_answers_the_teardown_questions():
+    result = rgt("profile", "show", "lambda", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    terminate = next(a for a in data["actions"] if a["name"] == "terminate")
+    assert terminate["stops_compute_meter"] and terminate["irreversible"]
+    assert any("filesystem" in b["what"].lower() for b in terminate["keeps_billing"])
+    lost = [t["name"] for t in data["storage"]["tiers"] if t["survives"]["terminate"] is False]
+    assert lost, "terminate must erase the local NVMe tier"
+
+
+def test_profile_show_renders_danger_clocks_first():
+    result = rgt("profile", "show", "autodl")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.index("⚠") < out.index("Facts") < out.index("Storage")
+    assert "15" in out.split("Facts")[0]  # the 15-day release clock is on the first screen
+
+
+def test_profile_show_one_section():
+    result = rgt("profile", "show", "vastai", "--section", "teardown", "--json")
+    assert result.returncode == 0, result.stderr
+    assert list(json.loads(result.stdout)) == ["actions"]
+    human = rgt("profile", "show", "vastai", "--section", "storage")
+    assert "Storage" in human.stdout and "Teardown" not in human.stdout
+
+
+def test_unknown_section_and_profile_are_one_line_errors():
+    for args in (("profile", "show", "lambda", "--section", "bogus"),
+                 ("profile", "show", "lamda"), ("compare", "autodl", "nope"),
+                 ("gotcha", "ZZ9")):
+        result = rgt(*args)
+        assert result.returncode == 2, args
+        assert result.stderr.strip().startswith("error:"), args
+        assert "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_gotcha_by_id_any_platform_or_universal():
+    for gid, platform in (("AD4", "autodl"), ("u7", "universal"), ("LAM3", "lambda")):
+        result = rgt("gotcha", gid, "--json")
+        assert result.returncode == 0, result.stderr
+        data = json.loads(result.stdout)
+        assert data["id"] == gid.upper() and data["platform"] == platform
+
+
+def test_gotcha_search_finds_k8s1_from_the_scheduler_line():
+    result = rgt("gotcha", "search", "Insufficient nvidia.com/gpu", "--json")
+    assert result.returncode == 0, result.stderr
+    assert "K8S1" in [hit["id"] for hit in json.loads(result.stdout)]
+
+
+def test_gotcha_search_no_space_finds_inode_gotchas():
+    result = rgt("gotcha", "search", "OSError: [Errno 28] No space left on device", "--json")
+    ids = [hit["id"] for hit in json.loads(result.stdout)]
+    assert "U7" in ids and "AD4" in ids
+
+
+def test_gotcha_search_without_match_exits_1():
+    result = rgt("gotcha", "search", "qwertyuiop zxcvbnm")
+    assert result.returncode == 1
+    assert "No gotcha matches" in result.stdout
+
+
+def test_compare_autodl_vastai_shows_the_stop_trap():
+    result = rgt("compare", "autodl", "vastai", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    autodl_stop = next(a for a in data["autodl"]["actions"] if "关机" in [a["name"], *a["aliases"]])
+    assert autodl_stop["stops_compute_meter"] and not autodl_stop["irreversible"]
+    vast_stop = next(a for a in data["vastai"]["actions"] if a["name"] == "stop")
+    assert vast_stop["keeps_billing"] and not vast_stop["stops_storage_meter"]
+    human = rgt("compare", "autodl", "vastai")
+    assert "still billing" in human.stdout and "关机" in human.stdout

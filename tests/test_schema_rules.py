@@ -1,0 +1,93 @@
+"""The schema rejects profiles that contradict themselves, with an error naming the field."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from rgt.profiles import load_profile
+from rgt.profiles.loader import DATA_DIR, ProfileError
+from rgt.profiles.schema import Detect, Profile
+
+
+@pytest.fixture()
+def local_data() -> dict:
+    return yaml.safe_load((DATA_DIR / "local.yaml").read_text())
+
+
+def _invalid(data: dict) -> str:
+    with pytest.raises(ValidationError) as info:
+        Profile.model_validate(data)
+    return str(info.value)
+
+
+def test_the_reference_profile_is_valid(local_data):
+    Profile.model_validate(local_data)
+
+
+def test_irreversible_flag_must_agree_with_the_action(local_data):
+    data = copy.deepcopy(local_data)
+    data["facts"]["meter_stop_irreversible"] = False
+    assert "meter_stop_irreversible" in _invalid(data)
+
+
+def test_checkpoint_tier_must_survive_the_meter_stop_verb(local_data):
+    data = copy.deepcopy(local_data)
+    data["storage"]["checkpoint_tier"] = "scratch"
+    assert "does not survive" in _invalid(data)
+
+
+def test_meter_stop_verb_must_be_an_action(local_data):
+    data = copy.deepcopy(local_data)
+    data["facts"]["meter_stop_verb"] = "explode"
+    assert "not in actions" in _invalid(data)
+
+
+def test_survival_matrix_must_cover_every_action(local_data):
+    data = copy.deepcopy(local_data)
+    del data["storage"]["tiers"][0]["survives"]["reboot"]
+    assert "missing actions ['reboot']" in _invalid(data)
+
+
+def test_unknown_keys_are_errors(local_data):
+    data = copy.deepcopy(local_data)
+    data["facts"]["meter_stop_verbb"] = "down"
+    assert "meter_stop_verbb" in _invalid(data)
+
+
+def test_detect_regex_must_compile_and_match_its_example():
+    with pytest.raises(ValidationError, match="does not compile"):
+        Detect(patterns=["(unclosed"], examples=["x"])
+    with pytest.raises(ValidationError, match="matches none"):
+        Detect(patterns=["CUDA error"], examples=["No space left on device"])
+    assert Detect(patterns=["No space left"], examples=["cp: No space left on device"])
+
+
+def test_malformed_file_is_one_clear_line(tmp_path: Path, monkeypatch, local_data):
+    bad = copy.deepcopy(local_data)
+    bad["facts"]["spot_available"] = "sometimes"
+    (tmp_path / "local.yaml").write_text(yaml.safe_dump(bad, allow_unicode=True))
+    monkeypatch.setenv("RGT_PROFILE_PATH", str(tmp_path))
+    with pytest.raises(ProfileError) as info:
+        load_profile("local")
+    message = str(info.value)
+    assert "facts.spot_available" in message and "\n" not in message
+
+
+def test_broken_yaml_names_the_line(tmp_path: Path, monkeypatch):
+    (tmp_path / "mine.yaml").write_text("name: mine\nfacts: [unclosed\n")
+    monkeypatch.setenv("RGT_PROFILE_PATH", str(tmp_path))
+    with pytest.raises(ProfileError, match=r"mine.yaml: line \d+ is not valid YAML"):
+        load_profile("mine")
+
+
+def test_user_profile_directory_adds_profiles(tmp_path: Path, monkeypatch, local_data):
+    mine = copy.deepcopy(local_data)
+    mine["name"] = mine["facts"]["platform"] = "my-lab"
+    (tmp_path / "my-lab.yaml").write_text(yaml.safe_dump(mine, allow_unicode=True))
+    monkeypatch.setenv("RGT_PROFILE_PATH", str(tmp_path))
+    assert load_profile("my-lab").name == "my-lab"
