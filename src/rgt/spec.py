@@ -1,0 +1,178 @@
+"""The job spec: a portable request for one training job, written once in YAML.
+
+    name: mnist
+    workdir: .                 # pushed to the box; relative to this file
+    setup: pip install -r requirements.txt
+    run: python train.py --ckpt-dir $RGT_CKPT_DIR
+    smoke: python train.py --steps 2
+    env: {WANDB_MODE: offline}
+    secrets: [WANDB_API_KEY]   # names only; values are read here and sent on stdin
+    outputs: [out/, ckpt/]     # what pull fetches, hashes and verifies
+    checkpoint_dir: ckpt
+    resources: {gpu: "A100:1", disk: 50G}
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rgt.errors import UserError
+
+GPU_CONSTRAINT = re.compile(r"^(?P<model>[A-Za-z0-9_\-]+)(?::(?P<count>\d+))?$")
+SIZE = re.compile(r"^\d+(\.\d+)?\s*[KMGT]i?B?$", re.IGNORECASE)
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TORCH_PACKAGES = re.compile(r"^(torch|torchvision|torchaudio)([=<>!~\[;].*)?$", re.IGNORECASE)
+
+
+class Resources(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    gpu: str | None = Field(default=None, description="a constraint such as A100:1 or H100:8")
+    disk: str | None = None
+    cpus: int | None = Field(default=None, ge=1)
+    mem: str | None = None
+    time: str | None = Field(default=None, description="walltime, e.g. 01:30:00 (Slurm)")
+    nodes: int = Field(default=1, ge=1)
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, value: str | None) -> str | None:
+        if value is not None and not GPU_CONSTRAINT.match(value):
+            raise ValueError("expected MODEL or MODEL:COUNT, e.g. A100:1")
+        return value
+
+    @field_validator("disk", "mem")
+    @classmethod
+    def _size(cls, value: str | None) -> str | None:
+        if value is not None and not SIZE.match(str(value)):
+            raise ValueError("expected a size such as 50G or 512M")
+        return value
+
+    @property
+    def gpu_count(self) -> int:
+        if not self.gpu:
+            return 0
+        match = GPU_CONSTRAINT.match(self.gpu)
+        assert match is not None
+        return int(match["count"] or 1)
+
+
+class JobSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+    workdir: Path = Path(".")
+    setup: str = ""
+    run: str = Field(min_length=1)
+    smoke: str | None = None
+    smoke_timeout: float = Field(default=300, gt=0)
+    env: dict[str, str] = {}
+    secrets: list[str] = []
+    outputs: list[str] = []
+    checkpoint_dir: str | None = None
+    resources: Resources = Resources()
+    exclude: list[str] = [".git", "__pycache__", "*.pyc", ".venv"]
+
+    @field_validator("setup", mode="before")
+    @classmethod
+    def _setup_lines(cls, value: Any) -> Any:
+        return "\n".join(value) if isinstance(value, list) else value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_strings(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): str(v) for k, v in value.items()}
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in value if not ENV_NAME.match(k)]
+        if bad:
+            raise ValueError(f"not valid environment variable names: {bad}")
+        return value
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: list[str]) -> list[str]:
+        bad = [k for k in value if not ENV_NAME.match(k)]
+        if bad:
+            raise ValueError(f"secrets are environment variable NAMES, not values: {bad}")
+        return value
+
+    @field_validator("outputs")
+    @classmethod
+    def _relative_outputs(cls, value: list[str]) -> list[str]:
+        bad = [p for p in value if p.startswith("/") or ".." in Path(p).parts]
+        if bad:
+            raise ValueError(f"outputs are paths inside the workdir, got {bad}")
+        return value
+
+
+def load_spec(path: Path) -> JobSpec:
+    """Read and validate a job spec; the workdir is resolved relative to the file."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"job spec {path} does not exist") from None
+    except yaml.YAMLError as err:
+        raise UserError(f"{path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping with at least `name` and `run`")
+    try:
+        spec = JobSpec.model_validate(data)
+    except ValidationError as err:
+        raise UserError(f"{path}: {_explain(err)}") from None
+    workdir = (path.parent / spec.workdir).resolve()
+    if not workdir.is_dir():
+        raise UserError(f"{path}: workdir {workdir} is not a directory")
+    return spec.model_copy(update={"workdir": workdir})
+
+
+def _explain(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "missing":
+        message = "is required"
+    elif first["type"] == "extra_forbidden":
+        message = "is not a known field (name, workdir, setup, run, smoke, env, secrets, " \
+                  "outputs, checkpoint_dir, resources)"
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"field `{where}` {message}{more}"
+
+
+def drop_torch_installs(setup: str) -> tuple[str, list[str]]:
+    """Remove torch/torchvision/torchaudio from `pip install` lines (AD9, LAM7).
+
+    On an image whose PyTorch is the environment, reinstalling torch pulls a mismatched CUDA
+    build or shadows the system one. Returns the new setup and what was dropped.
+    """
+    dropped: list[str] = []
+    kept_lines = []
+    for line in setup.splitlines():
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            kept_lines.append(line)
+            continue
+        if "pip" not in " ".join(words[:3]) or "install" not in words:
+            kept_lines.append(line)
+            continue
+        start = words.index("install") + 1
+        packages = [w for w in words[start:] if TORCH_PACKAGES.match(w)]
+        if not packages:
+            kept_lines.append(line)
+            continue
+        dropped.extend(packages)
+        rest = [w for w in words[start:] if w not in packages]
+        if any(not w.startswith("-") for w in rest):
+            kept_lines.append(shlex.join(words[:start] + rest))
+    return "\n".join(kept_lines), dropped

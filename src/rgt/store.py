@@ -1,0 +1,223 @@
+"""Local state: boxes, runs, events and evidence, in one SQLite file.
+
+Lives under the user's data directory (override with `RGT_HOME`). Every verb records what it
+did and what it measured, so `ls`, `watch` and `down` decide from evidence, not memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from platformdirs import user_data_dir
+
+from rgt.errors import UserError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS boxes (
+    name TEXT PRIMARY KEY,
+    profile TEXT NOT NULL,
+    connection TEXT NOT NULL,          -- JSON: how to reach it (empty for local)
+    data_dir TEXT NOT NULL,
+    durable_dir TEXT NOT NULL,
+    rate REAL,                         -- USD per hour while up, if known
+    state TEXT NOT NULL,               -- up | down
+    created REAL NOT NULL,
+    down_at REAL,
+    extra TEXT NOT NULL DEFAULT '{}'   -- JSON: platform ids, still-billing items ...
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    box TEXT NOT NULL REFERENCES boxes(name),
+    job TEXT NOT NULL,
+    remote_dir TEXT NOT NULL,
+    spec TEXT NOT NULL,                -- JSON of the job spec as launched
+    status TEXT NOT NULL,
+    exit_code INTEGER,
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    box TEXT,
+    run TEXT,
+    kind TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS evidence (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    box TEXT NOT NULL,
+    run TEXT,
+    kind TEXT NOT NULL,                -- audit | pull-verified | teardown-confirmed
+    ok INTEGER NOT NULL,
+    detail TEXT NOT NULL
+);
+"""
+
+
+def rgt_home() -> Path:
+    home = Path(os.environ.get("RGT_HOME") or user_data_dir("rgt"))
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+@dataclass
+class Box:
+    name: str
+    profile: str
+    connection: dict[str, Any]
+    data_dir: str
+    durable_dir: str
+    rate: float | None
+    state: str
+    created: float
+    down_at: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_local(self) -> bool:
+        return not self.connection
+
+
+@dataclass
+class Run:
+    id: str
+    box: str
+    job: str
+    remote_dir: str
+    spec: dict[str, Any]
+    status: str
+    exit_code: int | None
+    created: float
+    updated: float
+
+
+@dataclass
+class Evidence:
+    at: float
+    box: str
+    run: str | None
+    kind: str
+    ok: bool
+    detail: dict[str, Any]
+
+
+class Store:
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or rgt_home() / "state.db"
+        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.executescript(SCHEMA)
+
+    # boxes -----------------------------------------------------------------------------
+
+    def add_box(self, box: Box) -> None:
+        existing = self.find_box(box.name)
+        if existing and existing.state == "up":
+            raise UserError(f"a box named {box.name!r} is already up; pick another name or "
+                            f"`rgt down {box.name}` first")
+        self.db.execute(
+            "INSERT OR REPLACE INTO boxes VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (box.name, box.profile, json.dumps(box.connection), box.data_dir, box.durable_dir,
+             box.rate, box.state, box.created, box.down_at, json.dumps(box.extra)),
+        )
+
+    def find_box(self, name: str) -> Box | None:
+        row = self.db.execute("SELECT * FROM boxes WHERE name=?", (name,)).fetchone()
+        return _box(row) if row else None
+
+    def box(self, name: str) -> Box:
+        found = self.find_box(name)
+        if found is None:
+            known = ", ".join(b.name for b in self.boxes()) or "none yet"
+            raise UserError(f"no box named {name!r} (known: {known}); register one with "
+                            "`rgt up NAME --profile P ...`")
+        return found
+
+    def boxes(self) -> list[Box]:
+        return [_box(r) for r in self.db.execute("SELECT * FROM boxes ORDER BY created")]
+
+    def update_box(self, name: str, **fields: Any) -> None:
+        for key in ("connection", "extra"):
+            if key in fields:
+                fields[key] = json.dumps(fields[key])
+        sets = ", ".join(f"{key}=?" for key in fields)
+        self.db.execute(f"UPDATE boxes SET {sets} WHERE name=?", (*fields.values(), name))
+
+    # runs ------------------------------------------------------------------------------
+
+    def add_run(self, run: Run) -> None:
+        self.db.execute(
+            "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
+            (run.id, run.box, run.job, run.remote_dir, json.dumps(run.spec), run.status,
+             run.exit_code, run.created, run.updated),
+        )
+
+    def runs(self, box: str) -> list[Run]:
+        rows = self.db.execute("SELECT * FROM runs WHERE box=? ORDER BY created", (box,))
+        return [_run(r) for r in rows]
+
+    def run(self, box: str, run_id: str | None = None) -> Run:
+        """A run of the box by id (a unique prefix will do), or its newest run."""
+        runs = self.runs(box)
+        if not runs:
+            raise UserError(f"box {box!r} has no runs yet; start one with `rgt run {box} JOB.yaml`")
+        if run_id is None:
+            return runs[-1]
+        matches = [r for r in runs if r.id == run_id] or [r for r in runs
+                                                          if r.id.startswith(run_id)]
+        if len(matches) != 1:
+            ids = ", ".join(r.id for r in runs[-5:])
+            raise UserError(f"run {run_id!r} {'is ambiguous' if matches else 'not found'} on box "
+                            f"{box!r} (recent runs: {ids})")
+        return matches[0]
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        fields["updated"] = time.time()
+        sets = ", ".join(f"{key}=?" for key in fields)
+        self.db.execute(f"UPDATE runs SET {sets} WHERE id=?", (*fields.values(), run_id))
+
+    # events and evidence ---------------------------------------------------------------
+
+    def record(self, kind: str, detail: dict[str, Any], *, box: str | None = None,
+               run: str | None = None) -> None:
+        self.db.execute("INSERT INTO events (at, box, run, kind, detail) VALUES (?,?,?,?,?)",
+                        (time.time(), box, run, kind, json.dumps(detail, default=str)))
+
+    def events(self, box: str) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT * FROM events WHERE box=? ORDER BY id", (box,))
+        return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+
+    def add_evidence(self, kind: str, box: str, ok: bool, detail: dict[str, Any],
+                     run: str | None = None) -> None:
+        self.db.execute("INSERT INTO evidence (at, box, run, kind, ok, detail) VALUES (?,?,?,?,?,?)",
+                        (time.time(), box, run, kind, int(ok), json.dumps(detail, default=str)))
+
+    def latest_evidence(self, kind: str, box: str, run: str | None = None) -> Evidence | None:
+        row = self.db.execute(
+            "SELECT * FROM evidence WHERE kind=? AND box=? AND run IS ? ORDER BY id DESC LIMIT 1",
+            (kind, box, run),
+        ).fetchone()
+        if row is None:
+            return None
+        return Evidence(row["at"], row["box"], row["run"], row["kind"], bool(row["ok"]),
+                        json.loads(row["detail"]))
+
+
+def _box(row: sqlite3.Row) -> Box:
+    return Box(row["name"], row["profile"], json.loads(row["connection"]), row["data_dir"],
+               row["durable_dir"], row["rate"], row["state"], row["created"], row["down_at"],
+               json.loads(row["extra"]))
+
+
+def _run(row: sqlite3.Row) -> Run:
+    return Run(row["id"], row["box"], row["job"], row["remote_dir"], json.loads(row["spec"]),
+               row["status"], row["exit_code"], row["created"], row["updated"])
