@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from cli import rgt
-
 from test_profiles import PLATFORMS
 
 
@@ -40,7 +39,7 @@ def test_profile_show_renders_danger_clocks_first():
     result = rgt("profile", "show", "autodl")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert out.index("⚠") < out.index("Facts") < out.index("Storage")
+    assert out.index("⚠") < out.index("\nFacts") < out.index("Storage: does the data survive")
     assert "15" in out.split("Facts")[0]  # the 15-day release clock is on the first screen
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.profiles import all_profiles, load_profile, profile_names, universal_catalog
+from rgt.profiles import all_profiles, profile_names, universal_catalog
 from rgt.profiles.schema import Profile
 
 PLATFORMS = {

@@ -23,7 +23,7 @@ app = typer.Typer(
 
 def _register() -> None:
     # Imported here so each command module can `from rgt.cli import app` without a cycle.
-    from rgt.cli import profiles_cmd  # noqa: F401
+    from rgt.cli import lifecycle_cmd, profiles_cmd  # noqa: F401
 
     try:
         from rgt.cli.ckpt_cmd import ckpt_app
@@ -37,7 +37,7 @@ _register()
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # returns a typer.Exit code instead of exiting
     except UserError as err:
         err_console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
         sys.exit(err.exit_code)
@@ -53,3 +53,4 @@ def main() -> None:
             err.show()
             sys.exit(err.exit_code)
         raise
+    sys.exit(code if isinstance(code, int) else 0)

@@ -66,7 +66,8 @@ def profiles_table(as_json: JsonFlag = False) -> None:
             _yes_no(f.spot_available), _yes_no(f.shared_fs), escape(f.detach_primitive),
         )
     console.print(table)
-    console.print("Details: [bold]rgt profile show NAME[/]   Side by side: [bold]rgt compare A B[/]")
+    console.print("Details: [bold]rgt profile show NAME[/]   "
+                  "Side by side: [bold]rgt compare A B[/]")
 
 
 def _summary(p: Profile) -> dict:
@@ -210,10 +211,7 @@ def _render_teardown(p: Profile) -> None:
         table.add_column(column, overflow="fold")
     for a in p.actions:
         name = a.name + (f" ({', '.join(a.aliases)})" if a.aliases else "")
-        if a.name == p.meter_stop.name:
-            name = f"[bold]{escape(name)}[/] ⏻"
-        else:
-            name = escape(name)
+        name = f"[bold]{escape(name)}[/] ⏻" if a.name == p.meter_stop.name else escape(name)
         timer = f"{a.timer.after}: {a.timer.effect}" if a.timer else ""
         table.add_row(name, _yes_no(a.stops_compute_meter), _yes_no(a.stops_storage_meter),
                       _yes_no(a.irreversible), escape(_keeps_billing(a)), escape(timer),

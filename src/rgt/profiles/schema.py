@@ -276,7 +276,8 @@ class Profile(Strict):
     def _consistent(self) -> Profile:
         """Cross-section rules: the facts a verb relies on must not contradict each other."""
         if self.name != self.facts.platform:
-            raise ValueError(f"name {self.name!r} differs from facts.platform {self.facts.platform!r}")
+            raise ValueError(
+                f"name {self.name!r} differs from facts.platform {self.facts.platform!r}")
         names = [action.name for action in self.actions]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate action names in {names}")

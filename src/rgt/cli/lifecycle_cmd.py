@@ -1,0 +1,298 @@
+"""The lifecycle verbs: up, audit, smoke, run, watch, logs, pull, down, ls."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from rgt.cli import app
+from rgt.cli.console import console, err_console
+from rgt.errors import UserError
+from rgt.lifecycle import audit as audit_mod
+from rgt.lifecycle import boxes, launch, money
+from rgt.lifecycle import down as down_mod
+from rgt.lifecycle import pull as pull_mod
+from rgt.lifecycle import smoke as smoke_mod
+from rgt.lifecycle import watch as watch_mod
+from rgt.spec import load_spec
+from rgt.store import Store
+
+BoxArg = Annotated[str, typer.Argument(help="The box's name, as given to `rgt up`.")]
+RunArg = Annotated[str | None, typer.Argument(help="Run id (a unique prefix will do); "
+                                                   "default: the newest run.")]
+STEP = re.compile(r"\bstep[=: ]+(\d+)")
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+@app.command()
+def up(
+    name: BoxArg,
+    profile: Annotated[str, typer.Option("--profile", "-p", help="Platform profile.")] = "local",
+    ssh: Annotated[str | None, typer.Option(help="The console's connection string, pasted as is: "
+                                                 "'ssh -p 38211 root@host'.")] = None,
+    host: Annotated[str | None, typer.Option(help="Host name, IP or ~/.ssh/config alias.")] = None,
+    port: Annotated[int | None, typer.Option(help="SSH port.")] = None,
+    user: Annotated[str | None, typer.Option(help="SSH user.")] = None,
+    identity: Annotated[str | None, typer.Option(help="SSH private key file.")] = None,
+    ssh_config: Annotated[str | None, typer.Option(help="An ssh config file (ssh -F).")] = None,
+    rate: Annotated[float | None, typer.Option(help="What the box costs, USD per hour.")] = None,
+    data_dir: Annotated[str | None, typer.Option(help="Override the profile's DATA_DIR.")] = None,
+    durable_dir: Annotated[str | None, typer.Option(
+        help="Override the profile's DURABLE_DIR.")] = None,
+) -> None:
+    """Register a box you already rented (or this machine) and check that it answers."""
+    store = Store()
+    target = boxes.ssh_target(ssh, host, port, user, identity, ssh_config)
+    box, prof, first = boxes.up(store, name, profile, target, rate=rate, data_dir=data_dir,
+                                durable_dir=durable_dir)
+    console.print(f"[green]✓[/] box [bold]{name}[/] ({prof.name}) answers: "
+                  f"{escape(box.extra.get('uname', ''))}")
+    console.print(f"  data    {escape(box.data_dir)}\n  durable {escape(box.durable_dir)}")
+    if first:
+        lines = [f"[bold red]⚠ {escape(c)}[/]" for c in prof.surface.danger_clocks]
+        lines += [f"[green]✓[/] {escape(c)}" for c in prof.surface.conveniences]
+        console.print(Panel("\n".join(lines), title=f"First {prof.name} box: know this",
+                            expand=False))
+    console.print(f"Next: [bold]rgt audit {name}[/], then [bold]rgt run {name} JOB.yaml[/]")
+
+
+@app.command()
+def audit(name: BoxArg) -> None:
+    """Measure the box (disks, inodes, memory, GPUs, Python/torch) and judge it."""
+    report = audit_mod.audit(Store(), name)
+    table = Table(title=f"{name}: disks", title_justify="left")
+    for column in ("path", "size", "free", "used %", "inodes used %"):
+        table.add_column(column)
+    for path, disk in (report.get("dirs") or {}).items():
+        if isinstance(disk, dict) and "error" not in disk:
+            table.add_row(escape(path), _gb(disk.get("bytes_total")), _gb(disk.get("bytes_free")),
+                          _pct(disk.get("bytes_pct")), _pct(disk.get("inodes_pct")))
+    console.print(table)
+    for key in ("cgroup", "gpus", "python", "nproc", "mem_total"):
+        if report.get(key) not in (None, [], {}):
+            console.print(f"[bold]{key}[/] {escape(str(report[key]))}")
+    failed = False
+    for verdict in report.get("verdicts", []):
+        level = verdict.get("level", "ok")
+        failed |= level == "fail"
+        color = {"fail": "red", "warn": "yellow"}.get(level, "green")
+        console.print(f"[{color}]{level:4}[/] {escape(verdict.get('id') or '')} "
+                      f"{escape(verdict.get('message', ''))}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _gb(value) -> str:
+    return f"{value / 1e9:.1f} GB" if isinstance(value, int | float) else "?"
+
+
+def _pct(value) -> str:
+    return f"{value:.0f}%" if isinstance(value, int | float) else "?"
+
+
+@app.command()
+def smoke(spec_file: Annotated[Path, typer.Argument(help="The job spec (YAML).")],
+          timeout: Annotated[float | None, typer.Option(help="Seconds.")] = None) -> None:
+    """Run the job's smoke command here on the CPU before renting (fails on traceback)."""
+    spec = load_spec(spec_file)
+    result = smoke_mod.smoke(spec, timeout)
+    tail = "\n".join(result.output.strip().splitlines()[-15:])
+    if tail:
+        console.print(Panel(escape(tail), title="smoke output (tail)", expand=False))
+    if not result.ok:
+        err_console.print(f"[bold red]smoke failed:[/] {result.reason}")
+        raise typer.Exit(1)
+    console.print(f"[green]✓ smoke passed[/] in {result.seconds:.1f} s")
+
+
+@app.command("run")
+def run_cmd(name: BoxArg, spec_file: Annotated[Path, typer.Argument(help="The job spec.")]) -> None:
+    """Push the workdir, send secrets on stdin, and start the job detached. Prints the run id."""
+    store = Store()
+    spec = load_spec(spec_file)
+    run, notes = launch.launch(store, name, spec)
+    for note in notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+    console.print(f"[green]✓[/] started run [bold]{run.id}[/] on {name} "
+                  f"({run.spec['detach']}); it survives this terminal closing")
+    console.print(f"Watch: [bold]rgt watch {name} --follow[/]")
+    print(run.id)
+
+
+@app.command()
+def watch(
+    name: BoxArg,
+    run_id: RunArg = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the log.")] = False,
+    until_done: Annotated[bool, typer.Option(
+        "--until-done", help="Wait; exit 0 only if the run succeeds.")] = False,
+    timeout: Annotated[float | None, typer.Option(help="Give up waiting after N s.")] = None,
+) -> None:
+    """The run's real state: reconciled with its process, heartbeat, disks, latest metrics."""
+    store = Store()
+    box = store.box(name)
+    run = store.run(box.name, run_id)
+    if follow:
+        done = {"flag": False}
+
+        def finished() -> bool:
+            return done["flag"]
+
+        import threading
+
+        def waiter() -> None:
+            try:
+                watch_mod.wait_until_done(store_thread(), box, run, timeout_s=timeout)
+            finally:
+                done["flag"] = True
+
+        thread = threading.Thread(target=waiter, daemon=True)
+        thread.start()
+        for chunk in watch_mod.follow_log(box, run, stop=finished):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+        thread.join()
+    elif until_done:
+        watch_mod.wait_until_done(store, box, run, timeout_s=timeout)
+    summary = watch_mod.refresh(store, box, run)
+    _render_summary(store, box.name, run.id, summary)
+    if (until_done or follow) and summary["status"] != "succeeded":
+        raise typer.Exit(1)
+
+
+def store_thread() -> Store:
+    return Store()  # sqlite connections are per thread
+
+
+def _render_summary(store: Store, box: str, run_id: str, s: dict) -> None:
+    color = {"succeeded": "green", "running": "cyan", "starting": "cyan"}.get(s["status"], "red")
+    lines = [f"status   [bold {color}]{s['status']}[/]"
+             + (f"  exit {s['exit_code']}" if s.get("exit_code") is not None else "")
+             + (f"  signal {s['signal']}" if s.get("signal") else "")]
+    if s.get("duration") is not None:
+        lines.append(f"elapsed  {_ago(s['duration'])}")
+    if s.get("heartbeat_age") is not None and s["status"] == "running":
+        lines.append(f"heartbeat {s['heartbeat_age']:.0f}s ago")
+    if s.get("metrics"):
+        lines.append(f"metrics  {escape(s['metrics'])}")
+    for cause in s.get("causes") or []:
+        lines.append(f"[red]cause[/]    {escape(str(cause))}")
+    if s.get("advice"):
+        lines.append(f"[yellow]advice[/]   {escape(str(s['advice']))}")
+    if s.get("sync", {}).get("error"):
+        lines.append(f"[red]sync[/]     {escape(s['sync']['error'])}")
+    for path, rate in watch_mod.disk_trend(store, box, run_id).items():
+        lines.append(f"disk     {escape(path)} {rate / 1e6:+.2f} MB/s")
+    for warning in watch_mod.warnings(s):
+        lines.append(f"[yellow]warn[/]     {escape(warning)}")
+    if s["status"] in ("failed", "vanished", "sync-failed", "preempted") and s.get("log_tail"):
+        lines.append("[bold]log tail[/]\n" + escape("\n".join(s["log_tail"][-10:])))
+    console.print(Panel("\n".join(lines), title=f"{box} · {run_id}", expand=False))
+
+
+@app.command()
+def logs(name: BoxArg, run_id: RunArg = None,
+         tail: Annotated[int | None, typer.Option("--tail", "-n", help="Last N lines.")] = None
+         ) -> None:
+    """Print the run's log (stdout and stderr, unbuffered)."""
+    store = Store()
+    box = store.box(name)
+    sys.stdout.write(watch_mod.read_log(box, store.run(box.name, run_id), tail))
+
+
+@app.command()
+def pull(name: BoxArg, run_id: RunArg = None,
+         dest: Annotated[Path | None, typer.Option(help="Local directory.")] = None) -> None:
+    """Fetch the run's outputs and checkpoints, re-hash them here, load every checkpoint."""
+    report = pull_mod.pull(Store(), name, run_id, dest)
+    where = dest or pull_mod.default_dest(name, report["run"])
+    if report["ok"]:
+        console.print(f"[green]✓ verified[/] {len(report['files'])} files in {escape(str(where))} "
+                      "(hashes match the box, checkpoints load)")
+        return
+    for problem in report["problems"]:
+        err_console.print(f"[red]✗[/] {escape(problem)}")
+    raise typer.Exit(1)
+
+
+@app.command()
+def down(
+    name: BoxArg,
+    yes: Annotated[bool, typer.Option("--yes", help="Skip the prompt (only with verified "
+                                                    "evidence for every run).")] = False,
+    discard_results: Annotated[bool, typer.Option(
+        "--discard-results", help="Give up unpulled results (always asks).")] = False,
+) -> None:
+    """Stop the meter — only after every run is pulled and verified (the Iron Law)."""
+    store = Store()
+    plan = down_mod.plan_down(store, name)
+    if not plan.safe and not discard_results:
+        raise down_mod.refusal(plan)
+    if not plan.safe and yes:
+        raise down_mod.IronLawRefusal("--yes cannot give results up; run without --yes and "
+                                      "type the box name to confirm --discard-results")
+    stop = plan.profile.meter_stop
+    lines = [f"meter-stop verb: [bold]{escape(plan.profile.facts.meter_stop_verb)}[/]"
+             + (" — [bold red]cannot be undone[/]" if stop.irreversible else " — reversible")]
+    lines += [f"[red]destroys[/] {escape(t)}" for t in plan.lost_tiers]
+    lines += [f"[green]keeps[/]    {escape(t)}" for t in plan.kept_tiers]
+    lines += [f"[yellow]still billing after[/] {escape(b)}" for b in plan.still_billing]
+    if stop.timer:
+        lines.append(f"[yellow]timer[/] {escape(stop.timer.after)}: {escape(stop.timer.effect)}")
+    if not plan.automated:
+        lines.append(f"[bold]do this in the console:[/] {escape(stop.how or stop.name)}")
+    if not plan.safe:
+        lines += [f"[bold red]NOT PULLED[/] {escape(r)}" for r in plan.live + plan.unverified]
+    console.print(Panel("\n".join(lines), title=f"down {name}", expand=False))
+    if not yes:
+        typed = typer.prompt(f"Type the box name ({name}) to confirm", default="",
+                             show_default=False)
+        if typed.strip() != name:
+            raise UserError("confirmation did not match; nothing was done", exit_code=1)
+    outcome = down_mod.execute_down(store, plan, discarded=not plan.safe)
+    console.print(f"[green]✓[/] {name} is down: {escape(outcome)}")
+    for billing in plan.still_billing:
+        console.print(f"[yellow]still billing:[/] {escape(billing)}")
+
+
+@app.command("ls")
+def ls_cmd(
+    all_boxes: Annotated[bool, typer.Option("--all", "-a", help="Include boxes that are down.")
+                         ] = False,
+    idle_after: Annotated[float, typer.Option(help="Warn when a box has been idle this many "
+                                                   "minutes (GEN1).")] = 30,
+) -> None:
+    """Every box: state, up-time, money spent, live runs, and the clocks that are running."""
+    store = Store()
+    table = Table(title="Boxes", title_justify="left")
+    for column in ("box", "profile", "state", "up", "spent", "runs", "warnings"):
+        table.add_column(column, overflow="fold")
+    for line in money.box_lines(store):
+        if line.box.state == "down" and not all_boxes and not line.still_billing:
+            continue
+        warnings = [escape(c) for c in line.clocks]
+        if line.idle_s is not None and line.idle_s > idle_after * 60:
+            warnings.insert(0, f"[bold red]idle {_ago(line.idle_s)} with no live run (GEN1)[/]")
+        warnings += [f"[yellow]still billing: {escape(b)}[/]" for b in line.still_billing]
+        spent = f"${line.spent:.2f}" if line.spent is not None else "-"
+        table.add_row(line.box.name, line.box.profile, line.box.state, _ago(line.uptime_s),
+                      spent, str(line.live_runs), "\n".join(warnings))
+    console.print(table)
+

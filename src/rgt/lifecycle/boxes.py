@@ -1,0 +1,91 @@
+"""Registering a box (`rgt up`) and reaching it again later."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from rgt.errors import UserError
+from rgt.profiles import Profile, load_profile
+from rgt.store import Box, Store, rgt_home
+from rgt.transport import LocalTransport, SshTarget, SshTransport, Transport, parse_ssh_command
+
+
+def known_hosts_file() -> Path:
+    return rgt_home() / "known_hosts"
+
+
+def transport_for(box: Box) -> Transport:
+    if box.is_local:
+        return LocalTransport()
+    return SshTransport(SshTarget(**box.connection), known_hosts=known_hosts_file())
+
+
+def ssh_target(ssh: str | None, host: str | None, port: int | None, user: str | None,
+               identity: str | None, config_file: str | None = None) -> SshTarget | None:
+    if ssh and host:
+        raise UserError("give either --ssh 'ssh -p PORT user@host' or --host, not both")
+    if ssh:
+        target = parse_ssh_command(ssh)
+        if config_file:
+            target = SshTarget(**{**asdict(target), "config_file": config_file})
+        return target
+    if host:
+        return SshTarget(host=host, port=port, user=user, identity=identity,
+                         config_file=config_file)
+    if port or user or identity:
+        raise UserError("--port/--user/--identity need --host (or paste --ssh 'ssh ...')")
+    return None
+
+
+def _remote_home(transport: Transport) -> str:
+    return transport.run('printf "%s" "$HOME"', timeout=30).stdout.strip()
+
+
+def resolve_dir(template: str, *, box: str, home: str, flag: str) -> str:
+    """Turn a profile path (`$HOME/proj`, `~/x`, `{RGT_HOME}/boxes/{box}/scratch`) into a path."""
+    path = template.split()[0] if template else ""
+    path = path.replace("{RGT_HOME}", str(rgt_home())).replace("{box}", box)
+    path = path.replace("$HOME", home).replace("${HOME}", home)
+    if path.startswith("~"):
+        path = home + path[1:]
+    if not path.startswith("/") or "{" in path or "<" in path:
+        raise UserError(f"the profile's directory {template!r} needs a value only you know; "
+                        f"pass {flag} /absolute/path")
+    return path
+
+
+def up(store: Store, name: str, profile_name: str, target: SshTarget | None, *,
+       rate: float | None, data_dir: str | None, durable_dir: str | None) -> tuple[Box, Profile,
+                                                                               bool]:
+    """Register a box the user already rented; check it answers. Returns (box, profile, first)."""
+    profile = load_profile(profile_name)
+    if profile.facts.kind == "local" and target is not None:
+        raise UserError("the local profile runs on this machine; drop --ssh/--host")
+    if profile.facts.kind != "local" and target is None:
+        raise UserError(f"profile {profile_name!r} needs a connection: --ssh 'ssh -p PORT "
+                        "user@host' (as the console shows it) or --host HOST")
+    connection = {k: v for k, v in asdict(target).items() if v is not None} if target else {}
+    box = Box(name=name, profile=profile.name, connection=connection, data_dir="",
+              durable_dir="", rate=rate, state="up", created=time.time())
+    transport = transport_for(box)
+    try:
+        uname = transport.run("uname -sm", timeout=30).stdout.strip()
+        home = _remote_home(transport)
+        overrides = profile.overrides
+        box.data_dir = data_dir or resolve_dir(overrides.get("DATA_DIR", "$HOME"), box=name,
+                                               home=home, flag="--data-dir")
+        box.durable_dir = durable_dir or resolve_dir(
+            overrides.get("DURABLE_DIR", box.data_dir), box=name, home=home, flag="--durable-dir")
+        quoted = " ".join(shlex.quote(d) for d in (box.data_dir, box.durable_dir))
+        transport.run(f"mkdir -p {quoted}", timeout=30)
+    finally:
+        transport.close()
+    first = not any(b.profile == profile.name for b in store.boxes())
+    box.extra = {"uname": uname}
+    store.add_box(box)
+    store.record("up", {"profile": profile.name, "uname": uname, "connection": connection,
+                        "data_dir": box.data_dir, "durable_dir": box.durable_dir}, box=name)
+    return box, profile, first

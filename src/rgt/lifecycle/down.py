@@ -1,0 +1,134 @@
+"""`rgt down`: the teardown Iron Law, as code.
+
+No meter-stopping verb runs until every run on the box has current verified evidence: it
+finished, and was pulled, re-hashed and loaded *after* it finished. Then the user is shown
+what the profile says the verb destroys and what keeps billing, and must type the box name.
+`--discard-results` is the only way past missing evidence, and it cannot be combined with
+`--yes`: giving results up is always typed by a person.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import time
+from dataclasses import dataclass, field
+
+from rgt.errors import UserError
+from rgt.lifecycle.boxes import transport_for
+from rgt.lifecycle.watch import refresh
+from rgt.profiles import Profile, load_profile
+from rgt.store import Box, Store
+
+LIVE = ("starting", "running")
+
+
+class IronLawRefusal(UserError):
+    """Teardown refused: results are not safely off the box."""
+
+    exit_code = 3
+
+
+@dataclass
+class DownPlan:
+    box: Box
+    profile: Profile
+    live: list[str] = field(default_factory=list)
+    unverified: list[str] = field(default_factory=list)
+
+    @property
+    def safe(self) -> bool:
+        return not self.live and not self.unverified
+
+    @property
+    def lost_tiers(self) -> list[str]:
+        stop = self.profile.meter_stop.name
+        return [f"{t.name} ({t.path})" for t in self.profile.storage.tiers
+                if t.survives.get(stop) is not True]
+
+    @property
+    def kept_tiers(self) -> list[str]:
+        stop = self.profile.meter_stop.name
+        return [f"{t.name} ({t.path})" for t in self.profile.storage.tiers
+                if t.survives.get(stop) is True]
+
+    @property
+    def still_billing(self) -> list[str]:
+        return [" ".join(x for x in (b.what, b.rate and f"at {b.rate}",
+                                     b.until and f"until {b.until}") if x)
+                for b in self.profile.meter_stop.keeps_billing]
+
+    @property
+    def automated(self) -> bool:
+        """Can rgt stop the meter itself, or must the user click the console?"""
+        return self.box.is_local
+
+
+def plan_down(store: Store, box_name: str) -> DownPlan:
+    box = store.box(box_name)
+    if box.state != "up":
+        raise UserError(f"box {box_name!r} is already down (since "
+                        f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(box.down_at or 0))})")
+    plan = DownPlan(box=box, profile=load_profile(box.profile))
+    for run in store.runs(box.name):
+        state = refresh(store, box, run)
+        if state["status"] in LIVE:
+            plan.live.append(f"{run.id} is still {state['status']}")
+            continue
+        evidence = store.latest_evidence("pull-verified", box.name, run.id)
+        if evidence is None:
+            plan.unverified.append(f"{run.id} ({state['status']}) was never pulled: "
+                                   f"rgt pull {box.name} {run.id}")
+        elif not evidence.ok:
+            problems = "; ".join(evidence.detail.get("problems", [])[:3])
+            plan.unverified.append(f"{run.id}: the last pull did not verify ({problems}); "
+                                   f"pull again: rgt pull {box.name} {run.id}")
+        elif evidence.detail.get("run_ended") != state.get("ended"):
+            plan.unverified.append(f"{run.id}: pulled before it finished; pull again: "
+                                   f"rgt pull {box.name} {run.id}")
+    return plan
+
+
+def refusal(plan: DownPlan) -> IronLawRefusal:
+    reasons = plan.live + plan.unverified
+    return IronLawRefusal(
+        f"refusing to stop {plan.box.name} ({plan.profile.meter_stop.name} "
+        f"{'cannot be undone' if plan.profile.meter_stop.irreversible else 'is reversible'}): "
+        + " | ".join(reasons)
+        + " — or give the results up with --discard-results")
+
+
+def execute_down(store: Store, plan: DownPlan, *, discarded: bool) -> str:
+    """Stop the meter (local) or record the user's console step (no API). Returns a summary."""
+    box = plan.box
+    if discarded and plan.live:
+        _stop_live_runs(store, box)
+    if box.is_local:
+        shutil.rmtree(box.data_dir, ignore_errors=True)
+        outcome = f"removed scratch {box.data_dir}; kept durable {box.durable_dir}"
+    else:
+        stop = plan.profile.meter_stop
+        outcome = f"you confirmed the console step: {stop.how or stop.name}"
+    store.update_box(box.name, state="down", down_at=time.time(),
+                     extra={**box.extra, "still_billing": plan.still_billing})
+    store.add_evidence("teardown-confirmed", box.name, True,
+                       {"verb": plan.profile.meter_stop.name, "discarded_results": discarded,
+                        "unverified": plan.unverified, "live": plan.live, "outcome": outcome})
+    store.record("down", {"outcome": outcome, "discarded": discarded}, box=box.name)
+    return outcome
+
+
+def _stop_live_runs(store: Store, box: Box) -> None:
+    transport = transport_for(box)
+    try:
+        for run in store.runs(box.name):
+            if run.status in LIVE:
+                state_file = shlex.quote(f"{run.remote_dir}/state.json")
+                transport.run(
+                    f"pid=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))"
+                    f".get(\"pid\") or \"\")' {state_file}); "
+                    f"[ -n \"$pid\" ] && kill -TERM -- -$pid 2>/dev/null; true",
+                    check=False, timeout=30)
+                store.update_run(run.id, status="cancelled")
+    finally:
+        transport.close()

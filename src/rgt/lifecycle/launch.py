@@ -1,0 +1,172 @@
+"""`rgt run`: push the workdir, hand over secrets on stdin, launch the job detached.
+
+The job runs under the on-box runner (`rgt.onbox.runner`), which owns `state.json`, the log,
+signal forwarding and the verified copy of outputs to the durable tier. Each run gets its own
+directory, so a new launch never rewrites a script a live run is reading (principle 6).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shlex
+import time
+from dataclasses import dataclass
+
+from rgt.errors import UserError
+from rgt.lifecycle.boxes import transport_for
+from rgt.lifecycle.onbox import script, write_file
+from rgt.profiles import Profile, load_profile
+from rgt.spec import JobSpec, drop_torch_installs
+from rgt.store import Box, Run, Store
+from rgt.transport import Transport
+
+LIVE = ("starting", "running")
+
+
+@dataclass
+class Layout:
+    """Where one run lives on the box (DESIGN: everything of a run under <DATA_DIR>/rgt/<id>)."""
+
+    run_dir: str
+    durable_run_dir: str
+
+    @classmethod
+    def of(cls, box: Box, run_id: str) -> Layout:
+        return cls(f"{box.data_dir}/rgt/{run_id}", f"{box.durable_dir}/rgt/{run_id}")
+
+    @property
+    def code(self) -> str:
+        return f"{self.run_dir}/code"
+
+    @property
+    def ckpt(self) -> str:
+        return f"{self.durable_run_dir}/ckpt"
+
+    @property
+    def out(self) -> str:
+        return f"{self.durable_run_dir}/out"
+
+
+def new_run_id(job: str) -> str:
+    return f"{job}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def secret_values(spec: JobSpec) -> bytes:
+    """KEY=VALUE lines for the secrets the spec names, read from this machine's environment."""
+    missing = [name for name in spec.secrets if not os.environ.get(name)]
+    if missing:
+        raise UserError(f"the job needs secrets that are not set here: {', '.join(missing)}; "
+                        "export them in this shell (their values travel to the box on stdin)")
+    lines = []
+    for name in spec.secrets:
+        value = os.environ[name]
+        if "\n" in value:
+            raise UserError(f"secret {name} contains a newline; store it as a single line")
+        lines.append(f"{name}={value}")
+    return ("\n".join(lines) + "\n").encode() if lines else b""
+
+
+def job_environment(spec: JobSpec, profile: Profile, layout: Layout, run_id: str) -> dict:
+    env = dict(profile.network.mirror_env)
+    if "HF_HOME" in profile.overrides and "{" not in profile.overrides["HF_HOME"]:
+        env["HF_HOME"] = profile.overrides["HF_HOME"].split()[0]
+    env.update(spec.env)
+    env.update({"RGT_RUN_ID": run_id, "RGT_RUN_DIR": layout.run_dir,
+                "RGT_CKPT_DIR": layout.ckpt, "RGT_DURABLE_DIR": layout.durable_run_dir})
+    return env
+
+
+def refuse_second_launch(store: Store, box: Box, spec: JobSpec) -> None:
+    live = [r for r in store.runs(box.name) if r.job == spec.name and r.status in LIVE]
+    if live:
+        raise UserError(f"job {spec.name!r} already has a live run on {box.name} ({live[0].id}); "
+                        f"watch it with `rgt watch {box.name} {live[0].id}` — a second launch "
+                        "would race it for the same checkpoints")
+
+
+def launch(store: Store, box_name: str, spec: JobSpec, *, progress=None) -> tuple[Run, list[str]]:
+    """Push, hand over secrets, start detached. Returns the run and any notes for the user."""
+    box = store.box(box_name)
+    if box.state != "up":
+        raise UserError(f"box {box_name!r} is down; register a new one with `rgt up`")
+    profile = load_profile(box.profile)
+    refuse_second_launch(store, box, spec)
+    notes: list[str] = []
+    setup = spec.setup
+    if profile.launch.env_contract.pip_install_torch_forbidden:
+        setup, dropped = drop_torch_installs(setup)
+        if dropped:
+            notes.append(f"dropped {', '.join(dropped)} from setup: this image's PyTorch is the "
+                         "environment (AD9/LAM7)")
+    secret_bytes = secret_values(spec)
+    run_id = new_run_id(spec.name)
+    layout = Layout.of(box, run_id)
+    transport = transport_for(box)
+    try:
+        stats = transport.put(spec.workdir, layout.code, exclude=list(spec.exclude),
+                              progress=progress)
+        store.record("push", {"bytes_sent": stats.bytes_sent, "files": stats.files,
+                              "seconds": stats.seconds, "attempts": stats.attempts},
+                     box=box.name, run=run_id)
+        if secret_bytes:
+            write_file(transport, f"{layout.run_dir}/secrets.env", secret_bytes)
+        run_json = {
+            "run_id": run_id,
+            "command": spec.run,
+            "setup": setup,
+            "workdir": layout.code,
+            "env": job_environment(spec, profile, layout, run_id),
+            "proxy_hook": profile.network.proxy_hook,
+            "outputs": spec.outputs,
+            "durable_dir": layout.out,
+            "heartbeat_s": 5,
+        }
+        write_file(transport, f"{layout.run_dir}/run.json", json.dumps(run_json).encode())
+        write_file(transport, f"{layout.run_dir}/runner.py", script("runner"))
+        transport.run(f"mkdir -p {shlex.quote(layout.ckpt)}", timeout=30)
+        detach = start_detached(transport, profile, layout, run_id)
+        state = wait_for_state(transport, layout)
+    finally:
+        transport.close()
+    now = time.time()
+    run = Run(id=run_id, box=box.name, job=spec.name, remote_dir=layout.run_dir,
+              spec={**spec.model_dump(mode="json"), "setup": setup,
+                    "durable_run_dir": layout.durable_run_dir, "detach": detach},
+              status=state.get("status", "starting"), exit_code=None, created=now, updated=now)
+    store.add_run(run)
+    store.record("run", {"detach": detach, "status": run.status, "notes": notes},
+                 box=box.name, run=run_id)
+    return run, notes
+
+
+def start_detached(transport: Transport, profile: Profile, layout: Layout, run_id: str) -> str:
+    """Start the runner so it outlives this connection: tmux if the box has it, else setsid."""
+    runner = f"python3 {shlex.quote(layout.run_dir + '/runner.py')} {shlex.quote(layout.run_dir)}"
+    log = shlex.quote(f"{layout.run_dir}/runner.out")
+    wants_tmux = profile.facts.detach_primitive.startswith("tmux")
+    if wants_tmux and transport.run("command -v tmux", check=False, timeout=30).ok:
+        session = f"rgt-{run_id}"
+        transport.run(f"tmux new-session -d -s {shlex.quote(session)} "
+                      f"{shlex.quote(runner + ' >' + log + ' 2>&1')}", timeout=30)
+        return f"tmux:{session}"
+    transport.run(f"setsid nohup {runner} </dev/null >{log} 2>&1 &", timeout=30)
+    return "setsid"
+
+
+def wait_for_state(transport: Transport, layout: Layout, timeout: float = 30) -> dict:
+    """The runner writes state.json within a moment of starting; not seeing it is a failure."""
+    path = shlex.quote(f"{layout.run_dir}/state.json")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = transport.run(f"cat {path} 2>/dev/null", check=False, timeout=30)
+        if result.ok and result.stdout.strip():
+            try:
+                return json.loads(result.stdout)
+            except json.JSONDecodeError:
+                pass  # caught between write and rename on a filesystem without atomic replace
+        time.sleep(0.3)
+    out = transport.run(f"tail -n 5 {shlex.quote(layout.run_dir + '/runner.out')}", check=False)
+    raise UserError(f"the runner did not start on the box within {timeout:.0f} s: "
+                    f"{out.stdout.strip() or 'no output'}")

@@ -1,0 +1,44 @@
+"""What a box has cost, what still costs, and the clocks that are running (`rgt ls`)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from rgt.profiles import load_profile
+from rgt.store import Box, Store
+
+IDLE_WARNING_S = 30 * 60  # GEN1: the forgotten box
+
+
+@dataclass
+class BoxLine:
+    box: Box
+    uptime_s: float
+    spent: float | None
+    live_runs: int
+    clocks: list[str]
+    still_billing: list[str]
+    idle_s: float | None
+
+
+def box_lines(store: Store, now: float | None = None) -> list[BoxLine]:
+    now = now or time.time()
+    lines = []
+    for box in store.boxes():
+        end = box.down_at if box.state == "down" and box.down_at else now
+        uptime = end - box.created
+        spent = box.rate * uptime / 3600 if box.rate is not None else None
+        runs = store.runs(box.name)
+        live = [r for r in runs if r.status in ("starting", "running")]
+        profile = load_profile(box.profile)
+        clocks = []
+        if box.state == "up":
+            clocks = list(profile.surface.danger_clocks[:1])
+        idle = None
+        if box.state == "up" and not live:
+            last = max([r.updated for r in runs], default=box.created)
+            idle = now - last
+        lines.append(BoxLine(box, uptime, spent, len(live), clocks,
+                             list(box.extra.get("still_billing", [])), idle))
+    return lines

@@ -1,0 +1,37 @@
+"""Run the stdlib-only scripts of `rgt.onbox` on a box, shipped on stdin (nothing installed)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from importlib import resources
+from typing import Any
+
+from rgt.errors import UserError
+from rgt.transport import Transport
+
+
+def script(name: str) -> bytes:
+    return resources.files("rgt.onbox").joinpath(f"{name}.py").read_bytes()
+
+
+def run_json(transport: Transport, name: str, *args: str, timeout: float = 120) -> Any:
+    """Run onbox/NAME.py with ARGS on the box and parse the JSON it prints."""
+    command = "python3 - " + " ".join(shlex.quote(a) for a in args)
+    result = transport.run(command, stdin=script(name), timeout=timeout, check=False)
+    if result.rc != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        raise UserError(f"on-box {name} failed (exit {result.rc}): {' | '.join(tail)}")
+    try:
+        return json.loads(result.stdout)
+    except json.JSONDecodeError:
+        raise UserError(f"on-box {name} printed something that is not JSON: "
+                        f"{result.stdout[:200]!r}") from None
+
+
+def write_file(transport: Transport, path: str, data: bytes, *, mode: str = "600") -> None:
+    """Write a file on the box from stdin, atomically (tmp + rename), with the given mode."""
+    quoted = shlex.quote(path)
+    tmp = shlex.quote(f"{path}.tmp")
+    transport.run(f"umask 077 && mkdir -p \"$(dirname {quoted})\" && cat > {tmp} && "
+                  f"chmod {mode} {tmp} && mv -f {tmp} {quoted}", stdin=data, timeout=60)

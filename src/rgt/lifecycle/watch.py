@@ -1,0 +1,163 @@
+"""`rgt watch` and `rgt logs`: the run's state, reconciled with the real process.
+
+`state.json` is a claim written by the runner; the probe checks it against the process table,
+the boot id and the OOM counters, so a run whose processes are gone reads `vanished` with the
+likely cause, never `running`.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from rgt.errors import UserError
+from rgt.lifecycle.boxes import transport_for
+from rgt.lifecycle.onbox import run_json
+from rgt.store import Box, Run, Store
+from rgt.transport import Transport
+
+TERMINAL = ("succeeded", "failed", "sync-failed", "vanished", "cancelled")
+FAST_FINISH_S = 60  # a training job that ends this fast usually crashed or read no data
+EXIT_PREEMPTED = 85  # rgt.ckpt's documented exit code for "checkpointed on a signal, requeue me"
+
+
+def probe(transport: Transport, box: Box, run: Run) -> dict[str, Any]:
+    dirs = [box.data_dir, box.durable_dir]
+    return run_json(transport, "probe", run.remote_dir, "--dirs", *dirs, timeout=60)
+
+
+def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
+            ) -> dict[str, Any]:
+    """Probe the run on its box, store what changed, return a flat summary."""
+    if box.state != "up":
+        return {"status": run.status, "exit_code": run.exit_code, "ended": None,
+                "note": "box is down"}
+    own = transport is None
+    transport = transport or transport_for(box)
+    try:
+        report = probe(transport, box, run)
+    finally:
+        if own:
+            transport.close()
+    summary = summarize(report)
+    if summary["status"] != run.status or summary["exit_code"] != run.exit_code:
+        store.update_run(run.id, status=summary["status"], exit_code=summary["exit_code"])
+        store.record("status", {"from": run.status, "to": summary["status"],
+                                "exit_code": summary["exit_code"],
+                                "causes": summary.get("causes")}, box=box.name, run=run.id)
+        run.status, run.exit_code = summary["status"], summary["exit_code"]
+    store.record("probe", {"disks": summary["disks"]}, box=box.name, run=run.id)
+    return summary
+
+
+def summarize(report: dict[str, Any]) -> dict[str, Any]:
+    state = report.get("state") or {}
+    verdict = report.get("verdict") or {}
+    status = verdict.get("status") or state.get("status") or "unknown"
+    exit_code = state.get("exit_code")
+    if status == "failed" and exit_code == EXIT_PREEMPTED:
+        status = "preempted"
+    started, ended = state.get("started"), state.get("ended")
+    return {
+        "status": status,
+        "exit_code": exit_code,
+        "signal": state.get("signal"),
+        "started": started,
+        "ended": ended,
+        "duration": (ended or time.time()) - started if started else None,
+        "heartbeat_age": report.get("heartbeat_age"),
+        "causes": verdict.get("causes") or [],
+        "advice": verdict.get("advice") or verdict.get("message") or "",
+        "sync": state.get("sync") or {},
+        "error": state.get("error"),
+        "metrics": report.get("last_metrics_line") or report.get("metrics_line"),
+        "log_tail": report.get("log_tail") or [],
+        "disks": report.get("df") or report.get("disks") or {},
+    }
+
+
+def warnings(summary: dict[str, Any]) -> list[str]:
+    notes = []
+    if summary["status"] == "succeeded" and (summary["duration"] or 1e9) < FAST_FINISH_S:
+        notes.append(f"finished in {summary['duration']:.0f} s — suspiciously fast for "
+                     "training; check the log for an empty dataset or a skipped loop")
+    age = summary.get("heartbeat_age")
+    if summary["status"] == "running" and age is not None and age > 60:
+        notes.append(f"no heartbeat for {age:.0f} s: the box may be overloaded or frozen")
+    for path, disk in (summary["disks"] or {}).items():
+        for key, label, ids in (("inodes_pct", "inodes", "AD4/U7"), ("bytes_pct", "bytes", "U6")):
+            pct = disk.get(key) if isinstance(disk, dict) else None
+            if pct is not None and pct >= 90:
+                notes.append(f"{path}: {label} {pct:.0f}% used ({ids})")
+    return notes
+
+
+def disk_trend(store: Store, box: str, run: str) -> dict[str, float]:
+    """Change in used bytes per mount between the first and latest probe of this run."""
+    probes = [e for e in store.events(box) if e["kind"] == "probe" and e["run"] == run]
+    if len(probes) < 2:
+        return {}
+    first, last = probes[0], probes[-1]
+    trend = {}
+    for path, disk in last["detail"].get("disks", {}).items():
+        before = first["detail"].get("disks", {}).get(path)
+        if isinstance(disk, dict) and isinstance(before, dict) and "bytes_used" in disk:
+            elapsed = max(last["at"] - first["at"], 1e-6)
+            trend[path] = (disk["bytes_used"] - before.get("bytes_used", 0)) / elapsed
+    return trend
+
+
+def wait_until_done(store: Store, box: Box, run: Run, *, poll_s: float = 2.0,
+                    timeout_s: float | None = None, on_update=None) -> dict[str, Any]:
+    """Poll until the run is terminal; reconnects on every poll, so an SSH drop is harmless."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        try:
+            summary = refresh(store, box, run)
+        except UserError as err:
+            summary = {"status": "unreachable", "error": str(err)}
+        if on_update:
+            on_update(summary)
+        if summary["status"] in (*TERMINAL, "preempted"):
+            return summary
+        if deadline is not None and time.monotonic() > deadline:
+            raise UserError(f"run {run.id} still {summary['status']} after {timeout_s:.0f} s; "
+                            f"it keeps running — check again with `rgt watch {box.name}`")
+        time.sleep(poll_s)
+
+
+def follow_log(box: Box, run: Run, *, poll_s: float = 1.0,
+               stop=lambda: False) -> Iterator[str]:
+    """Yield new log text as it appears, re-reading from the last offset after a drop."""
+    offset = 0
+    log = shlex.quote(f"{run.remote_dir}/log")
+    while True:
+        transport = transport_for(box)
+        try:
+            chunk = transport.run(f"tail -c +{offset + 1} {log} 2>/dev/null", check=False,
+                                  timeout=30).stdout
+        except UserError:
+            chunk = ""
+        finally:
+            transport.close()
+        if chunk:
+            offset += len(chunk.encode())
+            yield chunk
+        elif stop():
+            return
+        time.sleep(poll_s)
+
+
+def read_log(box: Box, run: Run, lines: int | None = None) -> str:
+    transport = transport_for(box)
+    try:
+        log = shlex.quote(f"{run.remote_dir}/log")
+        command = f"tail -n {int(lines)} {log}" if lines else f"cat {log}"
+        result = transport.run(command, check=False, timeout=60)
+    finally:
+        transport.close()
+    if not result.ok:
+        raise UserError(f"no log yet for run {run.id} on {box.name}")
+    return result.stdout
