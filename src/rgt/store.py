@@ -199,7 +199,8 @@ class Store:
     def add_evidence(self, kind: str, box: str, ok: bool, detail: dict[str, Any],
                      run: str | None = None) -> None:
         self.db.execute(
-            "INSERT INTO evidence (at, box, run, kind, ok, detail) VALUES (?,?,?,?,?,?)", (time.time(), box, run, kind, int(ok), json.dumps(detail, default=str)))
+            "INSERT INTO evidence (at, box, run, kind, ok, detail) VALUES (?,?,?,?,?,?)",
+            (time.time(), box, run, kind, int(ok), json.dumps(detail, default=str)))
 
     def latest_evidence(self, kind: str, box: str, run: str | None = None) -> Evidence | None:
         row = self.db.execute(

@@ -80,14 +80,18 @@ def audit(name: BoxArg) -> None:
     table = Table(title=f"{name}: disks", title_justify="left")
     for column in ("path", "size", "free", "used %", "inodes used %"):
         table.add_column(column)
-    for path, disk in (report.get("dirs") or {}).items():
-        if isinstance(disk, dict) and "error" not in disk:
-            table.add_row(escape(path), _gb(disk.get("bytes_total")), _gb(disk.get("bytes_free")),
-                          _pct(disk.get("bytes_pct")), _pct(disk.get("inodes_pct")))
+    for disk in report.get("dirs") or []:
+        if "error" not in disk:
+            table.add_row(escape(disk["path"]), _gb(disk.get("bytes_total")),
+                          _gb(disk.get("bytes_free")), _pct(disk.get("bytes_pct")),
+                          _pct(disk.get("inodes_pct")))
     console.print(table)
-    for key in ("cgroup", "gpus", "python", "nproc", "mem_total"):
-        if report.get(key) not in (None, [], {}):
-            console.print(f"[bold]{key}[/] {escape(str(report[key]))}")
+    python = report.get("python") or {}
+    console.print(f"cpus {report.get('nproc')}  ram {_gb(report.get('ram_total'))}  "
+                  f"cgroup {escape(_compact(report.get('cgroup')))}")
+    console.print(f"gpus {escape(_compact(report.get('gpus')))}")
+    console.print(f"python {escape(str(python.get('python')))}  torch "
+                  f"{escape(str(python.get('torch')))}  cuda {python.get('cuda_available')}")
     failed = False
     for verdict in report.get("verdicts", []):
         level = verdict.get("level", "ok")
@@ -101,6 +105,12 @@ def audit(name: BoxArg) -> None:
 
 def _gb(value) -> str:
     return f"{value / 1e9:.1f} GB" if isinstance(value, int | float) else "?"
+
+
+def _compact(value) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items() if v not in (None, [], {}, ""))
+    return str(value) if value not in (None, []) else "none"
 
 
 def _pct(value) -> str:

@@ -18,7 +18,7 @@ from rgt.errors import UserError
 from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.watch import refresh
 from rgt.profiles import Profile, load_profile
-from rgt.store import Box, Store
+from rgt.store import Box, Store, rgt_home
 
 LIVE = ("starting", "running")
 
@@ -40,17 +40,21 @@ class DownPlan:
     def safe(self) -> bool:
         return not self.live and not self.unverified
 
+    def _tiers(self, kept: bool) -> list[str]:
+        stop = self.profile.meter_stop.name
+        return [f"{t.name} ({self._path(t.path)})" for t in self.profile.storage.tiers
+                if (t.survives.get(stop) is True) == kept]
+
+    def _path(self, template: str) -> str:
+        return template.replace("{RGT_HOME}", str(rgt_home())).replace("{box}", self.box.name)
+
     @property
     def lost_tiers(self) -> list[str]:
-        stop = self.profile.meter_stop.name
-        return [f"{t.name} ({t.path})" for t in self.profile.storage.tiers
-                if t.survives.get(stop) is not True]
+        return self._tiers(kept=False)
 
     @property
     def kept_tiers(self) -> list[str]:
-        stop = self.profile.meter_stop.name
-        return [f"{t.name} ({t.path})" for t in self.profile.storage.tiers
-                if t.survives.get(stop) is True]
+        return self._tiers(kept=True)
 
     @property
     def still_billing(self) -> list[str]:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from rgt.errors import UserError
 from rgt.lifecycle.boxes import transport_for
-from rgt.lifecycle.onbox import script, write_file
+from rgt.lifecycle.onbox import write_file
+from rgt.onbox import script_source
 from rgt.profiles import Profile, load_profile
 from rgt.spec import JobSpec, drop_torch_installs
 from rgt.store import Box, Run, Store
@@ -124,7 +125,7 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, progress=None) -> tupl
             "heartbeat_s": 5,
         }
         write_file(transport, f"{layout.run_dir}/run.json", json.dumps(run_json).encode())
-        write_file(transport, f"{layout.run_dir}/runner.py", script("runner"))
+        write_file(transport, f"{layout.run_dir}/runner.py", script_source("runner"))
         transport.run(f"mkdir -p {shlex.quote(layout.ckpt)}", timeout=30)
         detach = start_detached(transport, profile, layout, run_id)
         state = wait_for_state(transport, layout)

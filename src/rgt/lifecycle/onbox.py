@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import json
 import shlex
-from importlib import resources
 from typing import Any
 
 from rgt.errors import UserError
+from rgt.onbox import script_source
 from rgt.transport import Transport
 
 
-def script(name: str) -> bytes:
-    return resources.files("rgt.onbox").joinpath(f"{name}.py").read_bytes()
-
-
-def run_json(transport: Transport, name: str, *args: str, timeout: float = 120) -> Any:
+def run_json(transport: Transport, name: str, *args: str, timeout: float = 120,
+             ok_codes: tuple[int, ...] = (0,)) -> Any:
     """Run onbox/NAME.py with ARGS on the box and parse the JSON it prints."""
     command = "python3 - " + " ".join(shlex.quote(a) for a in args)
-    result = transport.run(command, stdin=script(name), timeout=timeout, check=False)
-    if result.rc != 0:
+    result = transport.run(command, stdin=script_source(name), timeout=timeout, check=False)
+    if result.rc not in ok_codes:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
         raise UserError(f"on-box {name} failed (exit {result.rc}): {' | '.join(tail)}")
     try:

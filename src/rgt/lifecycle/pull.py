@@ -49,7 +49,12 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
     transport = transport_for(box)
     try:
         manifest_path = f"{layout.run_dir}/PULL_MANIFEST.json"
-        run_json(transport, "manifest", layout.durable_run_dir, manifest_path, "out", "ckpt")
+        patterns = ["out"] if run.spec.get("outputs") else []
+        if run.spec.get("checkpoint_dir"):
+            patterns.append("ckpt")
+        # exit 2 = written, with declared outputs missing: verify_pulled reports those
+        run_json(transport, "manifest", layout.durable_run_dir, manifest_path, *patterns,
+                 ok_codes=(0, 2))
         manifest = json.loads(transport.run(f"cat '{manifest_path}'", timeout=60).stdout)
         stats = transport.get(layout.durable_run_dir, local, progress=progress)
     finally:

@@ -53,13 +53,22 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
 
 
 def summarize(report: dict[str, Any]) -> dict[str, Any]:
+    """Flatten the on-box probe's report into what the verbs and the display need."""
     state = report.get("state") or {}
     verdict = report.get("verdict") or {}
+    log = report.get("log") or {}
     status = verdict.get("status") or state.get("status") or "unknown"
     exit_code = state.get("exit_code")
     if status == "failed" and exit_code == EXIT_PREEMPTED:
         status = "preempted"
     started, ended = state.get("started"), state.get("ended")
+    causes = []
+    if verdict.get("summary") and status not in ("running", "succeeded"):
+        causes.append(verdict["summary"])
+    if verdict.get("cause") and verdict["cause"] not in " ".join(causes):
+        causes.append(f"likely cause: {verdict['cause']}")
+    if verdict.get("gotchas"):
+        causes.append("see " + ", ".join(verdict["gotchas"]))
     return {
         "status": status,
         "exit_code": exit_code,
@@ -67,19 +76,20 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
         "started": started,
         "ended": ended,
         "duration": (ended or time.time()) - started if started else None,
-        "heartbeat_age": report.get("heartbeat_age"),
-        "causes": verdict.get("causes") or [],
-        "advice": verdict.get("advice") or verdict.get("message") or "",
+        "heartbeat_age": report.get("heartbeat_age_s"),
+        "causes": causes,
+        "advice": verdict.get("action") or "",
+        "probe_warnings": verdict.get("warnings") or [],
         "sync": state.get("sync") or {},
         "error": state.get("error"),
-        "metrics": report.get("last_metrics_line") or report.get("metrics_line"),
-        "log_tail": report.get("log_tail") or [],
-        "disks": report.get("df") or report.get("disks") or {},
+        "metrics": log.get("last_metrics"),
+        "log_tail": log.get("tail") or [],
+        "disks": {d["path"]: d for d in report.get("disks") or [] if "path" in d},
     }
 
 
 def warnings(summary: dict[str, Any]) -> list[str]:
-    notes = []
+    notes = list(summary.get("probe_warnings") or [])
     if summary["status"] == "succeeded" and (summary["duration"] or 1e9) < FAST_FINISH_S:
         notes.append(f"finished in {summary['duration']:.0f} s — suspiciously fast for "
                      "training; check the log for an empty dataset or a skipped loop")
