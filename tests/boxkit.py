@@ -1,0 +1,52 @@
+"""Lifecycle test helpers: the real CLI with its own RGT_HOME, job specs, waiting."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import yaml
+from cli import rgt
+
+
+class Rgt:
+    """The real command line, with this test's own state directory."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.env = {"RGT_HOME": str(home)}
+
+    def __call__(self, *args: str, input: str | None = None, env: dict | None = None,
+                 timeout: float = 180) -> subprocess.CompletedProcess:
+        return rgt(*args, env={**self.env, **(env or {})}, input=input, timeout=timeout)
+
+    def ok(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
+        result = self(*args, **kwargs)
+        assert result.returncode == 0, f"rgt {' '.join(args)}: {result.stdout}\n{result.stderr}"
+        return result
+
+    def run_dir(self, box_scratch: Path, run_id: str) -> Path:
+        return box_scratch / "rgt" / run_id
+
+    def state(self, run_dir: Path) -> dict:
+        return json.loads((run_dir / "state.json").read_text())
+
+
+def write_job(directory: Path, **fields) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    spec = {"name": "job", "workdir": ".", **fields}
+    path = directory / "job.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def wait_for(predicate, timeout: float = 30, every: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError("condition not met in time")

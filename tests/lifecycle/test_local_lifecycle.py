@@ -1,0 +1,223 @@
+"""The lifecycle on the `local` profile: real detached processes, real kills, real tmpfs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from boxkit import wait_for, write_job
+
+SUCCEED = (
+    "for i in 1 2 3; do echo step=$i loss=0.$i; sleep 0.2; done\n"
+    "mkdir -p out && echo '{\"acc\": 0.9}' > out/metrics.json && echo weights > out/w.bin"
+)
+
+
+def up_local(cli, name: str = "box") -> Path:
+    cli.ok("up", name)
+    return cli.home / "boxes" / name / "scratch"
+
+
+def launch(cli, box: str, spec: Path) -> str:
+    return cli.ok("run", box, str(spec)).stdout.strip().splitlines()[-1]
+
+
+def test_whole_loop_and_the_iron_law(cli, tmp_path):
+    scratch = up_local(cli)
+    spec = write_job(tmp_path / "job", run=SUCCEED, outputs=["out"])
+    run_id = launch(cli, "box", spec)
+    watched = cli("watch", "box", run_id, "--until-done", "--timeout", "60")
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    assert "succeeded" in watched.stdout and "step=3" in watched.stdout
+
+    refused = cli("down", "box", "--yes")
+    assert refused.returncode == 3 and "never pulled" in refused.stderr
+    assert scratch.is_dir(), "a refused down must not touch the box"
+
+    dest = tmp_path / "results"
+    pulled = cli.ok("pull", "box", run_id, "--dest", str(dest))
+    assert "verified" in pulled.stdout
+    verified = json.loads((dest / "PULL_VERIFIED.json").read_text())
+    assert verified["ok"] and {f["path"] for f in verified["files"]} >= {"out/out/metrics.json",
+                                                                         "out/out/w.bin"}
+    assert (dest / "out" / "out" / "w.bin").read_text() == "weights\n"
+
+    cli.ok("down", "box", "--yes")
+    assert not scratch.exists()
+    assert (cli.home / "boxes" / "box" / "durable" / "rgt" / run_id).is_dir()
+    listing = cli.ok("ls", "--all").stdout
+    assert "box" in listing and "down" in listing
+
+
+def test_down_asks_for_the_box_name(cli, tmp_path):
+    up_local(cli)
+    wrong = cli("down", "box", input="not-the-name\n")
+    assert wrong.returncode == 1 and "did not match" in wrong.stderr
+    cli.ok("down", "box", input="box\n")
+
+
+def test_discard_results_is_typed_never_yes(cli, tmp_path):
+    up_local(cli)
+    spec = write_job(tmp_path / "job", run=SUCCEED, outputs=["out"])
+    run_id = launch(cli, "box", spec)
+    cli.ok("watch", "box", run_id, "--until-done", "--timeout", "60")
+    both = cli("down", "box", "--yes", "--discard-results")
+    assert both.returncode == 3
+    typed = cli("down", "box", "--discard-results", input="box\n")
+    assert typed.returncode == 0, typed.stderr
+    assert "NOT PULLED" in typed.stdout
+
+
+def test_failed_job_reports_exit_code_and_log_tail(cli, tmp_path):
+    up_local(cli)
+    spec = write_job(tmp_path / "job", run="echo about to fail; echo boom >&2; exit 1")
+    run_id = launch(cli, "box", spec)
+    result = cli("watch", "box", run_id, "--until-done", "--timeout", "60")
+    assert result.returncode == 1
+    assert "failed" in result.stdout and "exit 1" in result.stdout and "boom" in result.stdout
+
+
+def test_killed_job_is_vanished_not_running(cli, tmp_path):
+    scratch = up_local(cli)
+    spec = write_job(tmp_path / "job", run="echo step=1; sleep 300")
+    run_id = launch(cli, "box", spec)
+    run_dir = scratch / "rgt" / run_id
+    state = wait_for(lambda: (s := cli.state(run_dir)).get("pid") and s, timeout=20)
+    os.kill(state["runner_pid"], signal.SIGKILL)
+    os.killpg(state["pid"], signal.SIGKILL)
+    wait_for(lambda: not _alive(state["pid"]), timeout=10)
+    assert cli.state(run_dir)["status"] == "running"  # the claim left behind
+    result = cli("watch", "box", run_id)
+    assert "vanished" in result.stdout and "running" not in result.stdout.split("status")[1][:30]
+    assert "U3" in result.stdout
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ")[1][0] not in "ZX"
+    except OSError:
+        return False
+
+
+def test_second_launch_of_a_live_run_is_refused(cli, tmp_path):
+    up_local(cli)
+    spec = write_job(tmp_path / "job", run="sleep 30")
+    launch(cli, "box", spec)
+    again = cli("run", "box", str(spec))
+    assert again.returncode == 2 and "already has a live run" in again.stderr
+    cli("down", "box", "--discard-results", input="box\n")
+
+
+def test_secrets_never_in_argv_or_logs(cli, tmp_path):
+    scratch = up_local(cli)
+    secret = "s3cr3t-value-4c1d"
+    spec = write_job(tmp_path / "job", secrets=["MY_TOKEN"],
+                     run='printf %s "$MY_TOKEN" | sha256sum > token.sum; echo token-seen; sleep 2')
+    proc = subprocess.Popen([sys.executable, "-m", "rgt", "run", "box", str(spec)],
+                            env={**os.environ, **cli.env, "MY_TOKEN": secret},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    while proc.poll() is None:
+        seen += [p for p in _cmdlines() if secret in p]
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    run_id = out.strip().splitlines()[-1]
+    seen += [p for p in _cmdlines() if secret in p]
+    assert not seen, seen
+    cli.ok("watch", "box", run_id, "--until-done", "--timeout", "60")
+    run_dir = scratch / "rgt" / run_id
+    log = (run_dir / "log").read_text()
+    assert "token-seen" in log and secret not in log
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    assert (run_dir / "code" / "token.sum").read_text().split()[0] == digest
+    assert secret not in (run_dir / "state.json").read_text()
+    assert oct((run_dir / "secrets.env").stat().st_mode & 0o777) == "0o600"
+    assert secret not in (cli.home / "state.db").read_bytes().decode(errors="replace")
+
+
+def _cmdlines() -> list[str]:
+    lines = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    lines.append(handle.read().replace(b"\0", b" ").decode(errors="replace"))
+            except OSError:
+                pass
+    return lines
+
+
+def test_missing_secret_is_a_clear_error(cli, tmp_path):
+    up_local(cli)
+    spec = write_job(tmp_path / "job", secrets=["NOT_SET_ANYWHERE"], run="true")
+    result = cli("run", "box", str(spec))
+    assert result.returncode == 2 and "NOT_SET_ANYWHERE" in result.stderr
+
+
+@pytest.fixture
+def tiny_inode_disk(tmp_path):
+    mount = tmp_path / "durable"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,nr_inodes=24", "tmpfs",
+                           str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount tmpfs (needs root): {done.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_durable_tier_out_of_inodes_is_sync_failed(cli, tmp_path, tiny_inode_disk):
+    cli.ok("up", "box", "--durable-dir", str(tiny_inode_disk))
+    spec = write_job(tmp_path / "job", outputs=["out"],
+                     run="mkdir -p out && for i in $(seq 1 60); do echo $i > out/f$i.json; done")
+    run_id = launch(cli, "box", spec)
+    result = cli("watch", "box", run_id, "--until-done", "--timeout", "60")
+    assert result.returncode == 1
+    assert "sync-failed" in result.stdout and "AD4" in result.stdout and "U7" in result.stdout
+    assert "succeeded" not in result.stdout
+    pulled = cli("pull", "box", run_id)
+    assert pulled.returncode == 2 and "AD4/U7" in pulled.stderr
+    assert cli("down", "box", "--yes").returncode == 3
+
+
+def test_smoke_passes_fails_on_traceback_and_exit(cli, tmp_path):
+    good = write_job(tmp_path / "good", run="true", smoke="echo fine")
+    assert "smoke passed" in cli.ok("smoke", str(good)).stdout
+    trace = write_job(tmp_path / "trace", run="true",
+                      smoke="echo 'Traceback (most recent call last):' >&2; echo x")
+    result = cli("smoke", str(trace))
+    assert result.returncode == 1 and "traceback" in result.stderr
+    bad = write_job(tmp_path / "bad", run="true", smoke="exit 3")
+    result = cli("smoke", str(bad))
+    assert result.returncode == 1 and "exited with 3" in result.stderr
+    slow = write_job(tmp_path / "slow", run="true", smoke="sleep 5")
+    result = cli("smoke", str(slow), "--timeout", "1")
+    assert result.returncode == 1 and "did not finish" in result.stderr
+
+
+def test_bad_job_spec_points_at_the_field(cli, tmp_path):
+    up_local(cli)
+    spec = write_job(tmp_path / "job", run="true", resources={"gpu": "A100:x"})
+    result = cli("run", "box", str(spec))
+    assert result.returncode == 2 and "resources.gpu" in result.stderr
+    assert "Traceback" not in result.stderr
+    missing = write_job(tmp_path / "job2", outputs=["out"])
+    result = cli("run", "box", str(missing))
+    assert result.returncode == 2 and "`run` is required" in result.stderr
+    result = cli("run", "box", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2 and "does not exist" in result.stderr
+
+
+def test_unknown_box_and_run_are_clear(cli):
+    result = cli("watch", "ghost")
+    assert result.returncode == 2 and "no box named 'ghost'" in result.stderr
+    cli.ok("up", "box")
+    result = cli("watch", "box")
+    assert result.returncode == 2 and "has no runs yet" in result.stderr
