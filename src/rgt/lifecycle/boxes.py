@@ -20,7 +20,22 @@ def known_hosts_file() -> Path:
 def transport_for(box: Box) -> Transport:
     if box.is_local:
         return LocalTransport()
-    return SshTransport(SshTarget(**box.connection), known_hosts=known_hosts_file())
+    return SshTransport(target_from_json(box.connection), known_hosts=known_hosts_file())
+
+
+def target_to_json(target: SshTarget) -> dict:
+    data = {k: v for k, v in asdict(target).items() if v not in (None, ())}
+    return {k: list(v) if isinstance(v, tuple) else str(v) if isinstance(v, Path) else v
+            for k, v in data.items()}
+
+
+def target_from_json(data: dict) -> SshTarget:
+    fields = dict(data)
+    for key in ("identity", "config_file"):
+        if fields.get(key):
+            fields[key] = Path(fields[key])
+    fields["options"] = tuple(fields.get("options", ()))
+    return SshTarget(**fields)
 
 
 def ssh_target(ssh: str | None, host: str | None, port: int | None, user: str | None,
@@ -30,11 +45,12 @@ def ssh_target(ssh: str | None, host: str | None, port: int | None, user: str | 
     if ssh:
         target = parse_ssh_command(ssh)
         if config_file:
-            target = SshTarget(**{**asdict(target), "config_file": config_file})
+            target = SshTarget(**{**asdict(target), "config_file": Path(config_file)})
         return target
     if host:
-        return SshTarget(host=host, port=port, user=user, identity=identity,
-                         config_file=config_file)
+        return SshTarget(host=host, port=port, user=user,
+                         identity=Path(identity) if identity else None,
+                         config_file=Path(config_file) if config_file else None)
     if port or user or identity:
         raise UserError("--port/--user/--identity need --host (or paste --ssh 'ssh ...')")
     return None
@@ -67,7 +83,7 @@ def up(store: Store, name: str, profile_name: str, target: SshTarget | None, *,
     if profile.facts.kind != "local" and target is None:
         raise UserError(f"profile {profile_name!r} needs a connection: --ssh 'ssh -p PORT "
                         "user@host' (as the console shows it) or --host HOST")
-    connection = {k: v for k, v in asdict(target).items() if v is not None} if target else {}
+    connection = target_to_json(target) if target else {}
     box = Box(name=name, profile=profile.name, connection=connection, data_dir="",
               durable_dir="", rate=rate, state="up", created=time.time())
     transport = transport_for(box)

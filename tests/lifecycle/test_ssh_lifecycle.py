@@ -1,0 +1,81 @@
+"""The lifecycle against a real sshd on 127.0.0.1: connection strings, aliases, host keys,
+dropped connections."""
+
+from __future__ import annotations
+
+import json
+
+from boxkit import write_job
+
+JOB = (
+    "for i in $(seq 1 6); do echo step=$i loss=0.$i; sleep 0.5; done\n"
+    "mkdir -p out && echo '{\"acc\": 0.9}' > out/metrics.json"
+)
+
+
+def up_ssh(cli, sshd, tmp_path, name="gpu", *extra):
+    target = sshd.target
+    ssh = f"ssh -p {target.port} -i {target.identity} root@127.0.0.1"
+    return cli("up", name, "--profile", "generic-ssh", "--ssh", ssh,
+               "--data-dir", str(tmp_path / "box-data"),
+               "--durable-dir", str(tmp_path / "box-durable"), "--rate", "1.5", *extra)
+
+
+def test_up_audit_run_watch_pull_down_over_ssh(cli, sshd_server, tmp_path):
+    first = up_ssh(cli, sshd_server, tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "First generic-ssh box" in first.stdout  # principle 10: danger clocks on first contact
+    assert (cli.home / "known_hosts").read_text().strip(), "host key recorded on first contact"
+    audit = cli("audit", "gpu")
+    assert "inodes" in audit.stdout and "AD4/U7" in audit.stdout
+    spec = write_job(tmp_path / "job", run=JOB, outputs=["out"])
+    run_id = cli.ok("run", "gpu", str(spec)).stdout.strip().splitlines()[-1]
+    cli.ok("watch", "gpu", run_id, "--until-done", "--timeout", "90")
+    assert "step=6" in cli.ok("logs", "gpu", "--tail", "3").stdout
+    assert cli("down", "gpu", "--yes").returncode == 3
+    dest = tmp_path / "pulled"
+    cli.ok("pull", "gpu", "--dest", str(dest))
+    assert json.loads((dest / "out" / "out" / "metrics.json").read_text()) == {"acc": 0.9}
+    down = cli("down", "gpu", input="gpu\n")
+    assert down.returncode == 0, down.stderr
+    assert "do this in the console" in down.stdout  # no API: rgt says the exact step
+    assert (tmp_path / "box-data").is_dir(), "rgt has no API here: it must not delete the box"
+    assert "$" in cli.ok("ls", "--all").stdout
+
+
+def test_ssh_config_alias(cli, sshd_server, tmp_path):
+    config = sshd_server.write_ssh_config("my-gpu-alias")
+    result = cli("up", "alias-box", "--profile", "generic-ssh", "--host", "my-gpu-alias",
+                 "--ssh-config", str(config), "--data-dir", str(tmp_path / "d"),
+                 "--durable-dir", str(tmp_path / "u"))
+    assert result.returncode == 0, result.stderr
+    assert "answers: Linux" in result.stdout
+
+
+def test_changed_host_key_is_refused(cli, sshd_server, tmp_path):
+    assert up_ssh(cli, sshd_server, tmp_path).returncode == 0
+    sshd_server.regenerate_host_key()
+    result = cli("audit", "gpu")
+    assert result.returncode == 2
+    assert "host key" in result.stderr.lower() and "Traceback" not in result.stderr
+
+
+def test_job_survives_a_dropped_connection_and_watch_reconnects(cli, sshd_server, tmp_path):
+    assert up_ssh(cli, sshd_server, tmp_path).returncode == 0
+    spec = write_job(tmp_path / "job", run=JOB, outputs=["out"])
+    run_id = cli.ok("run", "gpu", str(spec)).stdout.strip().splitlines()[-1]
+    sshd_server.kill()  # every connection drops, including rgt's control master
+    unreachable = cli("watch", "gpu", run_id)
+    assert unreachable.returncode == 2 and "Traceback" not in unreachable.stderr
+    sshd_server.start()
+    watched = cli("watch", "gpu", run_id, "--until-done", "--timeout", "90")
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    assert "succeeded" in watched.stdout
+
+
+def test_bad_connection_strings_are_clear(cli, tmp_path):
+    for args in (["--ssh", "telnet box"], ["--ssh", "ssh -p notaport root@h"],
+                 ["--profile", "generic-ssh"], ["--ssh", "ssh root@h", "--host", "h"]):
+        result = cli("up", "x", "--profile", "generic-ssh", *args)
+        assert result.returncode == 2, args
+        assert "Traceback" not in result.stderr and result.stderr.startswith("error:"), args
