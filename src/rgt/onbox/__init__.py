@@ -8,7 +8,7 @@ their pure helpers, and so ``script_source(name)`` can hand the exact text to a 
 - ``runner``   detached job runner: state.json, log, signal forwarding, verified durable sync
 - ``probe``    one-shot reconciliation of state.json with the real process + a verdict (U3 ladder)
 - ``manifest`` PULL_MANIFEST.json (path, bytes, sha256) of the declared outputs
-- ``audit``    pre-run box audit: disks (bytes + inodes), cgroup limits, GPUs, Python/torch, HF cache
+- ``audit``    pre-run audit: disks (bytes + inodes), cgroup limits, GPUs, Python/torch, HF cache
 """
 
 from __future__ import annotations

@@ -1,0 +1,457 @@
+#!/usr/bin/env python3
+"""rgt on-box audit: what this box really gives a job, checked before the meter runs long.
+
+Usage (standard library only, Python >= 3.8; ship it on stdin or as a file):
+
+    python3 audit.py [--dirs D1 D2 ...] [--py PYTHON] [--hf-cache DIR] [--budget-s S]
+    python3 - [ARGS] < audit.py
+
+Prints one JSON document: bytes and inodes of each dir (``df -h`` and ``df -i`` from one statvfs;
+U6/U7/AD4), the cgroup memory limit and CPU quota (what the job gets, not what ``free``/``nproc``
+claim — U41/U40), nproc, total RAM, GPUs from ``nvidia-smi`` (name, memory, driver and the CUDA
+version of its header), the given Python's version, ``torch.__version__`` and
+``torch.cuda.is_available()`` (with a timeout; no torch ⇒ null), the 10 biggest entries of the
+HF cache (du-style, time-bounded), and ``verdicts``: [{level: ok|warn|fail, id, message}].
+Exit 0 whenever the report was printed; the verdicts carry the judgement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+
+AUDIT_VERSION = 1
+GIB = 1 << 30
+INODE_FAIL_PCT = 90.0
+INODE_WARN_PCT = 80.0
+BYTES_WARN_PCT = 90.0
+BYTES_FAIL_PCT = 98.0
+MIN_CGROUP_MEMORY = 8 * GIB
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def run_cmd(argv, timeout=10.0):
+    """(returncode, stdout, stderr) or (None, '', reason) when the tool is absent or hangs."""
+    if shutil.which(argv[0]) is None and not os.path.isabs(argv[0]):
+        return None, "", f"{argv[0]} not found"
+    try:
+        proc = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+            text=True,
+            errors="replace",
+        )
+    except subprocess.TimeoutExpired:
+        return None, "", f"{argv[0]} timed out after {timeout:g}s"
+    except OSError as exc:
+        return None, "", str(exc)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _read(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _int_or_none(text):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def human(n) -> str:
+    if n is None:
+        return "?"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
+# ----------------------------------------------------------------------------- facts
+
+
+def disk_facts(path: str) -> dict:
+    """``df -h`` and ``df -i`` for PATH in one statvfs call (U6/U7: check both, always)."""
+    out = {"path": path, "exists": os.path.exists(path)}
+    try:
+        st = os.statvfs(path)
+    except OSError as exc:
+        out["error"] = exc.strerror or str(exc)
+        return out
+    total = st.f_blocks * st.f_frsize
+    free = st.f_bavail * st.f_frsize
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    inodes_used = st.f_files - st.f_ffree
+    out.update(
+        bytes_total=total,
+        bytes_used=used,
+        bytes_free=free,
+        bytes_pct=round(100.0 * used / (used + free), 1) if used + free else None,
+        inodes_total=st.f_files,
+        inodes_used=inodes_used,
+        inodes_free=st.f_favail,
+        inodes_pct=round(100.0 * inodes_used / st.f_files, 1) if st.f_files else None,
+    )
+    return out
+
+
+def cgroup_facts() -> dict:
+    """This process's cgroup limits: v2 files, else v1 (memory + cpu controllers). U41."""
+    paths = {}
+    for line in (_read("/proc/self/cgroup") or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for ctrl in parts[1].split(",") if parts[1] else ["<v2>"]:
+                paths[ctrl] = parts[2]
+    facts = {
+        "version": None,
+        "memory_max": None,
+        "memory_current": None,
+        "oom_kill": None,
+        "cpu_max": None,
+        "cpu_quota_cores": None,
+    }
+
+    def first(dirs, name):
+        for d in dirs:
+            value = _read(os.path.join(d, name))
+            if value is not None:
+                return value
+        return None
+
+    events = ""
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        facts["version"] = 2
+        rel = paths.get("<v2>", "/").lstrip("/")
+        dirs = [os.path.join("/sys/fs/cgroup", rel), "/sys/fs/cgroup"]
+        mem_max = first(dirs, "memory.max")
+        facts["memory_max"] = None if mem_max in (None, "max") else _int_or_none(mem_max)
+        facts["memory_current"] = _int_or_none(first(dirs, "memory.current"))
+        events = first(dirs, "memory.events") or ""
+        cpu_max = first(dirs, "cpu.max")
+        facts["cpu_max"] = cpu_max
+        if cpu_max:
+            quota, _, period = cpu_max.partition(" ")
+            if quota != "max" and _int_or_none(period):
+                facts["cpu_quota_cores"] = round(int(quota) / int(period), 3)
+    elif os.path.isdir("/sys/fs/cgroup/memory") or os.path.isdir("/sys/fs/cgroup/cpu"):
+        facts["version"] = 1
+        mem_rel = paths.get("memory", "/").lstrip("/")
+        mem_dirs = [os.path.join("/sys/fs/cgroup/memory", mem_rel), "/sys/fs/cgroup/memory"]
+        limit = _int_or_none(first(mem_dirs, "memory.limit_in_bytes"))
+        facts["memory_max"] = limit if limit is not None and limit < (1 << 60) else None
+        facts["memory_current"] = _int_or_none(first(mem_dirs, "memory.usage_in_bytes"))
+        events = first(mem_dirs, "memory.oom_control") or ""
+        cpu_rel = paths.get("cpu", "/").lstrip("/")
+        bases = ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct")
+        cpu_dirs = [os.path.join(b, cpu_rel) for b in bases] + list(bases)
+        quota = _int_or_none(first(cpu_dirs, "cpu.cfs_quota_us"))
+        period = _int_or_none(first(cpu_dirs, "cpu.cfs_period_us"))
+        if quota is not None and period:
+            facts["cpu_max"] = f"{'max' if quota < 0 else quota} {period}"
+            if quota > 0:
+                facts["cpu_quota_cores"] = round(quota / period, 3)
+    for line in events.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            facts["oom_kill"] = _int_or_none(value)
+    return facts
+
+
+def ram_total() -> int | None:
+    for line in (_read("/proc/meminfo") or "").splitlines():
+        if line.startswith("MemTotal:"):
+            parts = line.split()
+            return int(parts[1]) * 1024 if len(parts) > 1 and parts[1].isdigit() else None
+    return None
+
+
+def gpu_facts() -> dict:
+    out = {"present": False, "driver": None, "cuda": None, "devices": [], "error": None}
+    rc, header, err = run_cmd(["nvidia-smi"], timeout=20)
+    if rc is None or rc != 0:
+        out["error"] = (err or header or "").strip()[:300] or f"nvidia-smi exit {rc}"
+        return out
+    m = re.search(r"Driver Version:\s*([\d.]+)", header)
+    out["driver"] = m.group(1) if m else None
+    m = re.search(r"CUDA Version:\s*([\d.]+)", header)
+    out["cuda"] = m.group(1) if m else None
+    rc, rows, err = run_cmd(
+        [
+            "nvidia-smi",
+            "--query-gpu=index,name,memory.total,memory.used,driver_version",
+            "--format=csv,noheader,nounits",
+        ],
+        timeout=20,
+    )
+    for line in (rows or "").strip().splitlines() if rc == 0 else []:
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) >= 4:
+            out["devices"].append(
+                {
+                    "index": _int_or_none(cells[0]),
+                    "name": cells[1],
+                    "memory_total_mib": _int_or_none(cells[2]),
+                    "memory_used_mib": _int_or_none(cells[3]),
+                }
+            )
+    out["present"] = bool(out["devices"]) or "MiB" in header
+    return out
+
+
+PY_SNIPPET = r"""
+import json, sys
+out = {"python": sys.version.split()[0], "executable": sys.executable, "torch": None,
+       "cuda_available": None, "torch_cuda": None, "device_count": None, "error": None}
+try:
+    import torch
+    out["torch"] = torch.__version__
+    out["torch_cuda"] = torch.version.cuda
+    out["cuda_available"] = bool(torch.cuda.is_available())
+    out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
+except ImportError as exc:
+    out["error"] = "torch not importable: %s" % exc
+except Exception as exc:
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+print(json.dumps(out))
+"""
+
+
+def python_facts(python: str, timeout: float = 90.0) -> dict:
+    rc, out, err = run_cmd([python, "-c", PY_SNIPPET], timeout=timeout)
+    if rc == 0:
+        try:
+            facts = json.loads(out.strip().splitlines()[-1])
+            facts["ran"] = True
+            return facts
+        except (ValueError, IndexError):
+            pass
+    return {
+        "ran": False,
+        "python": None,
+        "executable": python,
+        "torch": None,
+        "cuda_available": None,
+        "error": (err or out or "").strip()[-300:] or f"exit {rc}",
+    }
+
+
+def _du(path: str, deadline: float, seen: set):
+    """Allocated bytes under PATH (like ``du -s``; symlinks not followed, hard links once)."""
+    total, complete = 0, True
+    stack = [path]
+    while stack:
+        if time.monotonic() > deadline:
+            return total, False
+        current = stack.pop()
+        try:
+            st = os.lstat(current)
+        except OSError:
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            continue
+        seen.add(key)
+        total += getattr(st, "st_blocks", 0) * 512 or st.st_size
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                with os.scandir(current) as it:
+                    stack.extend(entry.path for entry in it)
+            except OSError:
+                complete = False
+    return total, complete
+
+
+def hf_cache_facts(directory: str, budget_s: float = 20.0, top: int = 10) -> dict:
+    """The biggest entries of an HF cache (and of its hub/), du-style, within BUDGET_S (U7)."""
+    out = {"dir": directory, "exists": os.path.isdir(directory), "top": [], "truncated": False}
+    if not out["exists"]:
+        return out
+    started = time.monotonic()
+    deadline = started + budget_s
+    seen = set()
+    sizes = []
+
+    def children(d):
+        try:
+            with os.scandir(d) as it:
+                return sorted(entry.path for entry in it)
+        except OSError:
+            return []
+
+    hub = os.path.join(directory, "hub")
+    for path in children(hub) + [p for p in children(directory) if p != hub]:
+        size, complete = _du(path, deadline, seen)
+        sizes.append({"path": path, "bytes": size, "human": human(size)})
+        if not complete:
+            out["truncated"] = True
+        if time.monotonic() > deadline:
+            out["truncated"] = True
+            break
+    sizes.sort(key=lambda e: e["bytes"], reverse=True)
+    out["top"] = sizes[:top]
+    out["total_bytes_seen"] = sum(e["bytes"] for e in sizes)
+    out["seconds"] = round(time.monotonic() - started, 3)
+    return out
+
+
+# ----------------------------------------------------------------------------- verdicts
+
+
+def verdicts(report: dict) -> list:
+    """Pure: the judgement over an audit REPORT, as [{level, id, message}]."""
+    out = []
+
+    def add(level, gid, message):
+        out.append({"level": level, "id": gid, "message": message})
+
+    for d in report.get("dirs") or []:
+        path = d.get("path")
+        if d.get("error") or not d.get("exists"):
+            add("warn", "U6", f"{path}: cannot stat ({d.get('error') or 'does not exist'})")
+            continue
+        ipct, bpct = d.get("inodes_pct"), d.get("bytes_pct")
+        if ipct is not None and ipct >= INODE_FAIL_PCT:
+            add(
+                "fail",
+                "AD4/U7",
+                f"{path}: inodes {ipct:.0f}% used ({d.get('inodes_free')} free of "
+                f"{d.get('inodes_total')}) — writes fail with 'No space left on device' while "
+                "df -h looks fine; delete small files by value or shard them (U25)",
+            )
+        elif ipct is not None and ipct >= INODE_WARN_PCT:
+            add("warn", "AD4/U7", f"{path}: inodes {ipct:.0f}% used; cap per-sample outputs")
+        else:
+            add("ok", "AD4/U7", f"{path}: inodes {ipct}% used")
+        if bpct is not None and bpct >= BYTES_FAIL_PCT:
+            add(
+                "fail",
+                "U6",
+                f"{path}: {bpct:.0f}% of bytes used, {human(d.get('bytes_free'))} "
+                "free — the next checkpoint save will fail mid-write",
+            )
+        elif bpct is not None and bpct >= BYTES_WARN_PCT:
+            add(
+                "warn",
+                "U6",
+                f"{path}: {bpct:.0f}% of bytes used, {human(d.get('bytes_free'))} "
+                "free; budget ckpt_size × keep + latest before launching",
+            )
+        else:
+            add("ok", "U6", f"{path}: {bpct}% of bytes used, {human(d.get('bytes_free'))} free")
+
+    cg = report.get("cgroup") or {}
+    mem = cg.get("memory_max")
+    if mem is not None and mem < MIN_CGROUP_MEMORY:
+        add(
+            "warn",
+            "U9/U41",
+            f"cgroup memory limit {human(mem)} < 8 GiB: size DataLoader "
+            "num_workers by it and per-worker RSS, not by host RAM",
+        )
+    elif mem is not None:
+        add("ok", "U9/U41", f"cgroup memory limit {human(mem)}")
+    else:
+        add("ok", "U9/U41", f"no cgroup memory limit; host RAM {human(report.get('ram_total'))}")
+    cores, nproc = cg.get("cpu_quota_cores"), report.get("nproc")
+    if cores is not None and nproc and cores < nproc:
+        add(
+            "warn",
+            "U40",
+            f"cgroup CPU quota {cores:g} cores < nproc {nproc}: set "
+            f"OMP_NUM_THREADS/MKL_NUM_THREADS to {max(1, int(cores))}",
+        )
+
+    gpus = report.get("gpus") or {}
+    if not gpus.get("present"):
+        add(
+            "warn",
+            "U31",
+            "no GPU visible (nvidia-smi missing or failing): " + str(gpus.get("error")),
+        )
+    else:
+        names = ", ".join(sorted({g.get("name") or "?" for g in gpus.get("devices") or []}))
+        add(
+            "ok",
+            "U31",
+            f"{len(gpus.get('devices') or [])} GPU(s): {names}; driver "
+            f"{gpus.get('driver')}, driver CUDA {gpus.get('cuda')}",
+        )
+
+    py = report.get("python")
+    if py is not None:
+        if not py.get("ran"):
+            add("fail", "U28", f"python {py.get('executable')} did not run: {py.get('error')}")
+        elif py.get("torch") is None:
+            add("warn", "U28", f"torch not importable in {py.get('executable')}: {py.get('error')}")
+        elif gpus.get("present") and not py.get("cuda_available"):
+            add(
+                "fail",
+                "U28/U31",
+                f"torch {py.get('torch')} (CUDA {py.get('torch_cuda')}) sees "
+                "no GPU though nvidia-smi does: driver/toolkit/torch-build mismatch",
+            )
+        else:
+            add("ok", "U28", f"torch {py.get('torch')} cuda_available={py.get('cuda_available')}")
+    return out
+
+
+def audit(dirs=(), python=None, hf_cache=None, budget_s=20.0, py_timeout=90.0) -> dict:
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = None
+    report = {
+        "audit_version": AUDIT_VERSION,
+        "time": round(time.time(), 3),
+        "host": socket.gethostname(),
+        "dirs": [disk_facts(d) for d in dirs],
+        "cgroup": cgroup_facts(),
+        "nproc": affinity or os.cpu_count(),
+        "cpu_count": os.cpu_count(),
+        "ram_total": ram_total(),
+        "gpus": gpu_facts(),
+        "python": python_facts(python, py_timeout) if python else None,
+        "hf_cache": hf_cache_facts(hf_cache, budget_s) if hf_cache else None,
+    }
+    report["verdicts"] = verdicts(report)
+    levels = [v["level"] for v in report["verdicts"]]
+    report["overall"] = "fail" if "fail" in levels else "warn" if "warn" in levels else "ok"
+    return report
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="audit.py", description="rgt on-box audit")
+    parser.add_argument("--dirs", nargs="*", default=[], help="dirs to check (df -h and df -i)")
+    parser.add_argument("--py", default=None, help="Python whose torch/CUDA to report")
+    parser.add_argument("--hf-cache", default=None, help="HF cache dir to size (du-style)")
+    parser.add_argument("--budget-s", type=float, default=20.0, help="time for HF cache sizing")
+    parser.add_argument("--py-timeout", type=float, default=90.0, help="timeout for --py")
+    args = parser.parse_args(argv)
+    report = audit(args.dirs, args.py, args.hf_cache, args.budget_s, args.py_timeout)
+    json.dump(report, sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

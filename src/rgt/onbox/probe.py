@@ -1,0 +1,731 @@
+#!/usr/bin/env python3
+"""rgt on-box probe: reconcile a run's state.json with the real process, in one round-trip.
+
+Usage (standard library only, Python >= 3.8; ship it on stdin or as a file):
+
+    python3 probe.py RUN_DIR [--dirs D1 D2 ...] [--gpu-python PY] [--tail N] [--no-dmesg]
+    python3 - RUN_DIR [...] < probe.py
+
+Prints one JSON document: the state.json content; whether the job process is alive (pid exists,
+its /proc start time equals ``pid_start``, not a zombie, same boot); whether the runner is alive;
+the tmux session ``rgt-<run_id>``; heartbeat age; uptime and boot_id (a changed boot_id means a
+reboot); cgroup memory limit, ``oom_kill`` counter and CPU quota (v2, v1 fallback — U41); recent
+kernel-log OOM lines when ``dmesg`` is allowed; bytes and inodes for each ``--dirs`` entry (U6/U7;
+default: the run dir and the durable dir); the last metrics-looking log line, the log tail, size
+and mtime; an ``nvidia-smi`` summary; the given Python's torch/CUDA view when ``--gpu-python``.
+
+``verdict`` (pure, importable) turns state + facts into running / succeeded / failed /
+sync-failed / vanished / starting. A log line is a claim; state.json is a claim too until the
+process agrees with it. For a vanished run it walks the U3 ladder: OOM kill → reboot → hang-up →
+manual kill / unknown, with the gotcha ids and what to do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+PROBE_VERSION = 1
+TERMINAL = ("succeeded", "failed", "sync-failed")
+OOM_RE = re.compile(r"killed process|out of memory", re.IGNORECASE)
+XID_RE = re.compile(r"NVRM: Xid", re.IGNORECASE)
+DMESG_TS_RE = re.compile(r"^\[\s*(\d+(?:\.\d+)?)\]")
+METRIC_RE = re.compile(
+    r"(?<![\w.])[A-Za-z_][\w./-]*\s*=\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+)
+TAIL_BYTES = 256 * 1024
+PREEMPTED_EXIT = 85
+LOG_QUIET_S = 900
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+def _proc_stat_fields(pid: int):
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            data = f.read()
+    except (OSError, ValueError):
+        return None
+    return data[data.rindex(b")") + 2 :].split()
+
+
+def process_facts(pid, start=None, same_boot=True) -> dict:
+    """Is PID our process? exists, not a zombie, /proc start time == START, and same boot."""
+    facts = {"pid": pid, "exists": False, "state": None, "start_matches": None, "alive": False}
+    if not pid:
+        return facts
+    fields = _proc_stat_fields(pid)
+    if fields is None:
+        return facts
+    facts["exists"] = True
+    facts["state"] = fields[0].decode("ascii", "replace")
+    if start is not None:
+        facts["start_matches"] = int(fields[19]) == int(start)
+    facts["alive"] = bool(
+        same_boot and facts["state"] not in ("Z", "X") and facts["start_matches"] is not False
+    )
+    return facts
+
+
+def read_json(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def run_cmd(argv, timeout=10.0):
+    """(returncode, stdout, stderr) or (None, '', reason) when the tool is absent or hangs."""
+    if shutil.which(argv[0]) is None and not os.path.isabs(argv[0]):
+        return None, "", f"{argv[0]} not found"
+    try:
+        proc = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+            text=True,
+            errors="replace",
+        )
+    except subprocess.TimeoutExpired:
+        return None, "", f"{argv[0]} timed out after {timeout:g}s"
+    except OSError as exc:
+        return None, "", str(exc)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+# ----------------------------------------------------------------------------- box facts
+
+
+def boot_facts() -> dict:
+    facts = {"uptime_s": None, "boot_id": None}
+    try:
+        with open("/proc/uptime", encoding="ascii") as f:
+            facts["uptime_s"] = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            facts["boot_id"] = f.read().strip()
+    except OSError:
+        pass
+    return facts
+
+
+def _read(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _int_or_none(text):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def cgroup_facts() -> dict:
+    """This process's cgroup limits: v2 files, else v1 (memory + cpu controllers). U41."""
+    paths = {}
+    for line in (_read("/proc/self/cgroup") or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for ctrl in parts[1].split(",") if parts[1] else ["<v2>"]:
+                paths[ctrl] = parts[2]
+    facts = {
+        "version": None,
+        "memory_max": None,
+        "memory_current": None,
+        "oom_kill": None,
+        "cpu_max": None,
+        "cpu_quota_cores": None,
+        "files": [],
+    }
+
+    def first(dirs, name):
+        for d in dirs:
+            path = os.path.join(d, name)
+            value = _read(path)
+            if value is not None:
+                facts["files"].append(path)
+                return value
+        return None
+
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        facts["version"] = 2
+        rel = paths.get("<v2>", "/").lstrip("/")
+        dirs = [os.path.join("/sys/fs/cgroup", rel), "/sys/fs/cgroup"]
+        mem_max = first(dirs, "memory.max")
+        facts["memory_max"] = None if mem_max in (None, "max") else _int_or_none(mem_max)
+        facts["memory_current"] = _int_or_none(first(dirs, "memory.current"))
+        events = first(dirs, "memory.events") or ""
+        cpu_max = first(dirs, "cpu.max")
+        facts["cpu_max"] = cpu_max
+        if cpu_max:
+            quota, _, period = cpu_max.partition(" ")
+            if quota != "max" and _int_or_none(period):
+                facts["cpu_quota_cores"] = round(int(quota) / int(period), 3)
+    elif os.path.isdir("/sys/fs/cgroup/memory") or os.path.isdir("/sys/fs/cgroup/cpu"):
+        facts["version"] = 1
+        mem_rel = paths.get("memory", "/").lstrip("/")
+        mem_dirs = [os.path.join("/sys/fs/cgroup/memory", mem_rel), "/sys/fs/cgroup/memory"]
+        limit = _int_or_none(first(mem_dirs, "memory.limit_in_bytes"))
+        facts["memory_max"] = limit if limit is not None and limit < (1 << 60) else None
+        facts["memory_current"] = _int_or_none(first(mem_dirs, "memory.usage_in_bytes"))
+        events = first(mem_dirs, "memory.oom_control") or ""
+        cpu_rel = paths.get("cpu", "/").lstrip("/")
+        cpu_dirs = [
+            os.path.join(base, cpu_rel)
+            for base in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct")
+        ] + ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"]
+        quota = _int_or_none(first(cpu_dirs, "cpu.cfs_quota_us"))
+        period = _int_or_none(first(cpu_dirs, "cpu.cfs_period_us"))
+        if quota is not None and period:
+            facts["cpu_max"] = f"{'max' if quota < 0 else quota} {period}"
+            if quota > 0:
+                facts["cpu_quota_cores"] = round(quota / period, 3)
+    else:
+        events = ""
+    for line in events.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            facts["oom_kill"] = _int_or_none(value)
+    return facts
+
+
+def scan_kernel_log(text: str, since_boot_s=None, limit: int = 10) -> dict:
+    """OOM and Xid lines of a kernel log. With SINCE_BOOT_S (the run's start, in seconds since
+    boot) lines stamped earlier are only counted: an OOM before this run says nothing about it."""
+    recent, older = [], 0
+    for line in text.splitlines():
+        if not (OOM_RE.search(line) or XID_RE.search(line)):
+            continue
+        stamp = DMESG_TS_RE.match(line)
+        if since_boot_s is not None and stamp and float(stamp.group(1)) < since_boot_s - 1:
+            older += 1
+        else:
+            recent.append(line)
+    return {
+        "oom_lines": [ln for ln in recent if OOM_RE.search(ln)][-limit:],
+        "xid_lines": [ln for ln in recent if XID_RE.search(ln)][-limit:],
+        "older_matches": older,
+    }
+
+
+def dmesg_facts(since_boot_s=None, limit: int = 10) -> dict:
+    """The kernel log's OOM/Xid lines; containers often forbid dmesg — say so, don't fail."""
+    rc, out, err = run_cmd(["dmesg"], timeout=5)
+    if rc != 0:
+        reason = (err or "").strip().splitlines()
+        return {
+            "readable": False,
+            "error": reason[0] if reason else f"dmesg exit {rc}",
+            "oom_lines": [],
+            "xid_lines": [],
+            "older_matches": 0,
+        }
+    return dict(scan_kernel_log(out, since_boot_s, limit), readable=True, error=None)
+
+
+def disk_facts(path: str) -> dict:
+    """``df -h`` and ``df -i`` for PATH in one statvfs call (U6/U7: check both, always)."""
+    out = {"path": path, "exists": os.path.exists(path)}
+    try:
+        st = os.statvfs(path)
+    except OSError as exc:
+        out["error"] = exc.strerror or str(exc)
+        return out
+    total = st.f_blocks * st.f_frsize
+    free = st.f_bavail * st.f_frsize
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    inodes_used = st.f_files - st.f_ffree
+    out.update(
+        bytes_total=total,
+        bytes_used=used,
+        bytes_free=free,
+        bytes_pct=round(100.0 * used / (used + free), 1) if used + free else None,
+        inodes_total=st.f_files,
+        inodes_used=inodes_used,
+        inodes_free=st.f_favail,
+        inodes_pct=round(100.0 * inodes_used / st.f_files, 1) if st.f_files else None,
+    )
+    return out
+
+
+def nvidia_facts():
+    rc, out, err = run_cmd(
+        [
+            "nvidia-smi",
+            "--query-gpu=index,name,memory.used,memory.total,utilization.gpu",
+            "--format=csv,noheader,nounits",
+        ],
+        timeout=15,
+    )
+    if rc is None or rc != 0:
+        return {"present": False, "error": (err or out or "").strip()[:300] or None, "gpus": []}
+    gpus = []
+    for line in out.strip().splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) < 5:
+            continue
+
+        def num(text):
+            try:
+                return float(text)
+            except ValueError:
+                return None
+
+        gpus.append(
+            {
+                "index": _int_or_none(cells[0]),
+                "name": cells[1],
+                "memory_used_mib": num(cells[2]),
+                "memory_total_mib": num(cells[3]),
+                "utilization_pct": num(cells[4]),
+            }
+        )
+    return {"present": bool(gpus), "error": None, "gpus": gpus}
+
+
+GPU_PY_SNIPPET = r"""
+import json, sys
+out = {"python": sys.version.split()[0], "executable": sys.executable, "torch": None,
+       "cuda_available": None, "cuda_version": None, "device_count": None, "error": None}
+try:
+    import torch
+    out["torch"] = torch.__version__
+    out["cuda_version"] = torch.version.cuda
+    out["cuda_available"] = bool(torch.cuda.is_available())
+    out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
+except ImportError as exc:
+    out["error"] = "torch not importable: %s" % exc
+except Exception as exc:
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+print(json.dumps(out))
+"""
+
+
+def python_facts(python: str, timeout: float = 90.0) -> dict:
+    rc, out, err = run_cmd([python, "-c", GPU_PY_SNIPPET], timeout=timeout)
+    if rc == 0:
+        try:
+            return json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            pass
+    return {
+        "python": None,
+        "executable": python,
+        "torch": None,
+        "cuda_available": None,
+        "error": (err or out or "").strip()[-300:] or f"exit {rc}",
+    }
+
+
+def tmux_facts(run_id) -> dict:
+    session = f"rgt-{run_id}" if run_id else None
+    if shutil.which("tmux") is None:
+        return {"available": False, "session": session, "exists": None}
+    if not session:
+        return {"available": True, "session": None, "exists": None}
+    rc, _, _ = run_cmd(["tmux", "has-session", "-t", "=" + session], timeout=5)
+    return {"available": True, "session": session, "exists": None if rc is None else rc == 0}
+
+
+# ----------------------------------------------------------------------------- the log
+
+
+def _clean(line: str) -> str:
+    """A progress bar rewrites its line with CR; keep what a terminal would show."""
+    parts = [p for p in line.rstrip("\r").split("\r") if p.strip()]
+    return parts[-1] if parts else ""
+
+
+def is_metrics_line(line: str) -> bool:
+    text = line.strip()
+    if not text or text.startswith("[rgt]"):
+        return False
+    if text.startswith("{") and text.endswith("}"):
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and "step" in obj:
+            return True
+    return METRIC_RE.search(text) is not None
+
+
+def log_facts(path: str, tail: int = 20) -> dict:
+    out = {
+        "path": path,
+        "exists": False,
+        "bytes": None,
+        "mtime": None,
+        "age_s": None,
+        "last_metrics": None,
+        "tail": [],
+    }
+    try:
+        st = os.stat(path)
+    except OSError:
+        return out
+    out.update(
+        exists=True,
+        bytes=st.st_size,
+        mtime=round(st.st_mtime, 3),
+        age_s=round(time.time() - st.st_mtime, 1),
+    )
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, st.st_size - TAIL_BYTES))
+            chunk = f.read(TAIL_BYTES)
+    except OSError:
+        return out
+    lines = chunk.decode("utf-8", "replace").split("\n")
+    if st.st_size > TAIL_BYTES:
+        lines = lines[1:]  # first line is probably cut
+    lines = [_clean(ln) for ln in lines]
+    lines = [ln for ln in lines if ln]
+    out["tail"] = lines[-tail:] if tail > 0 else []
+    for line in reversed(lines):
+        if is_metrics_line(line):
+            out["last_metrics"] = line
+            break
+    return out
+
+
+# ----------------------------------------------------------------------------- verdict
+
+
+def _ladder(state: dict, facts: dict) -> list:
+    """U3's four candidate causes, in order, each with its evidence."""
+    now = facts.get("now") or time.time()
+    boot_now, boot_then = facts.get("boot_id"), state.get("boot_id")
+    started = state.get("started") or state.get("created")
+    uptime = facts.get("uptime_s")
+    rebooted_by_id = bool(boot_now and boot_then and boot_now != boot_then)
+    rebooted_by_uptime = bool(started and uptime is not None and uptime < now - started)
+    rebooted = rebooted_by_id or rebooted_by_uptime
+
+    # 1. OOM kill
+    oom_now = facts.get("oom_kill")
+    oom_base = state.get("oom_kill_at_start")
+    oom_lines = facts.get("dmesg_oom_lines") or []
+    if rebooted:
+        oom = {
+            "matched": False,
+            "evidence": "not applicable: the box rebooted since the start, so "
+            "the kernel log and cgroup counters no longer describe this run",
+        }
+    else:
+        evidence, matched = [], False
+        if oom_now is not None:
+            delta = oom_now - oom_base if oom_base is not None else oom_now
+            matched = delta > 0
+            evidence.append(
+                f"cgroup oom_kill={oom_now}"
+                + (f" (was {oom_base} at start)" if oom_base is not None else "")
+            )
+        if oom_lines:
+            matched = True
+            evidence.append(f"{len(oom_lines)} dmesg OOM line(s), last: {oom_lines[-1].strip()}")
+        elif facts.get("dmesg_readable"):
+            evidence.append("no OOM lines in dmesg")
+        else:
+            evidence.append("dmesg not readable here")
+        if oom_now is None and not facts.get("dmesg_readable"):
+            matched = None
+        oom = {"matched": matched, "evidence": "; ".join(evidence)}
+    oom.update(
+        check="oom-kill",
+        gotchas=["U3", "U9", "U41"],
+        action="Host-RAM OOM kill (exit 137, no traceback). Size DataLoader num_workers by the "
+        "cgroup memory.max and per-worker RSS, share big arrays (memmap), then relaunch to resume. "
+        "Do not shrink the batch for an unproven OOM.",
+    )
+
+    # 2. reboot
+    bits = []
+    if boot_now and boot_then:
+        bits.append(f"boot_id {'changed' if rebooted_by_id else 'unchanged'}")
+    if uptime is not None and started:
+        bits.append(f"uptime {uptime:.0f}s vs {now - started:.0f}s since start")
+    reboot = {
+        "check": "reboot",
+        "matched": rebooted if bits else None,
+        "evidence": "; ".join(bits) or "no boot_id/uptime to compare",
+        "gotchas": ["U3"],
+        "action": "The box rebooted (the most missed cause: nothing in the log). Nothing on it "
+        "survives a reboot except disk; check the platform console for maintenance or a restart, "
+        "then relaunch the same command to resume from the last checkpoint.",
+    }
+
+    # 3. hang-up
+    detach = state.get("detach") or {}
+    tmux = facts.get("tmux") or {}
+    detached = bool(detach.get("setsid") or detach.get("tmux") or detach.get("sighup_ignored"))
+    hup_signal = state.get("signal") == "SIGHUP"
+    hang = {
+        "check": "hang-up",
+        "matched": bool(hup_signal or (detach and not detached)),
+        "evidence": (
+            "job died by SIGHUP"
+            if hup_signal
+            else "runner was not detached (no setsid, tmux or nohup)"
+            if detach and not detached
+            else "runner was detached ("
+            + ", ".join(k for k, v in sorted(detach.items()) if v)
+            + f"); tmux session {tmux.get('session')} exists={tmux.get('exists')}"
+            if detach
+            else "no launch facts recorded"
+        ),
+        "gotchas": ["U3", "U18"],
+        "action": "The SSH hang-up took the job with it. Launch under setsid/nohup or tmux "
+        "(rgt's runner launch does), then relaunch to resume.",
+    }
+
+    # 4. manual kill / unknown
+    manual = {
+        "check": "manual-kill-or-unknown",
+        "matched": True,
+        "evidence": "no OOM, reboot or hang-up evidence",
+        "gotchas": ["U3", "U4", "U1"],
+        "action": "Probably an over-broad pkill -f (U4) or someone's kill. Check shell history "
+        "and who else uses the box; a dropped poll connection is not a dead job. Relaunch to "
+        "resume from the last checkpoint.",
+    }
+    return [oom, reboot, hang, manual]
+
+
+def verdict(state, facts) -> dict:
+    """Pure: the run's status after reconciling STATE (state.json or None) with FACTS.
+
+    FACTS keys (all optional): now, job_alive, runner_alive, boot_id, uptime_s, oom_kill,
+    dmesg_readable, dmesg_oom_lines, dmesg_xid_lines, tmux {session, exists}, heartbeat_age_s,
+    log_age_s. Returns {status, summary, cause, ladder, gotchas, action, warnings}.
+    """
+    facts = facts or {}
+    out = {
+        "status": None,
+        "summary": "",
+        "cause": None,
+        "ladder": [],
+        "gotchas": [],
+        "action": None,
+        "warnings": [],
+    }
+    if facts.get("dmesg_xid_lines"):
+        out["warnings"].append(
+            "GPU Xid in the kernel log (U22): Xid 48/79 mean a hardware fault — re-rent; "
+            "last: " + facts["dmesg_xid_lines"][-1].strip()
+        )
+    if not state:
+        if facts.get("runner_alive"):
+            out.update(status="starting", summary="runner alive, state.json not written yet")
+            return out
+        state = {}
+        claimed = None
+    else:
+        claimed = state.get("status")
+
+    if claimed in TERMINAL:
+        out["status"] = claimed
+        exit_code, sig = state.get("exit_code"), state.get("signal")
+        if claimed == "succeeded":
+            out["summary"] = "job exited 0" + (
+                "; outputs copied to the durable tier and verified" if state.get("sync") else ""
+            )
+        elif claimed == "sync-failed" and (state.get("sync") or {}).get("missing"):
+            out.update(
+                summary="job exited 0 but declared outputs are missing: " + str(state.get("error")),
+                gotchas=["U33"],
+                action="Nothing was copied. Check the job wrote its outputs and that the outputs "
+                "patterns are relative to the workdir; do not tear down before a verified pull.",
+            )
+        elif claimed == "sync-failed":
+            out.update(
+                summary="job exited 0 but the durable copy failed: " + str(state.get("error")),
+                gotchas=["U33", "AD4/U7", "U6"],
+                action="The data-disk copy is the only good one: do not tear down. Free bytes or "
+                "inodes on the durable tier (df -h and df -i), then copy again and verify.",
+            )
+        elif exit_code == PREEMPTED_EXIT:
+            out.update(
+                summary="preempted: the trainer checkpointed and exited 85",
+                cause="preempted",
+                action="Requeue / relaunch the same command; it resumes from the checkpoint.",
+            )
+        elif sig == "SIGKILL" or exit_code == 137:
+            ladder = _ladder(state, facts)
+            oom = ladder[0]["matched"]
+            out.update(
+                summary="job killed by SIGKILL" + (" — OOM kill" if oom else ""),
+                cause="oom-kill" if oom else "sigkill",
+                gotchas=["U9", "U41", "U3"],
+                action=ladder[0]["action"]
+                if oom
+                else "SIGKILL without OOM evidence: a manual "
+                "or over-broad kill (U4), or an OOM the kernel log does not show (U9).",
+            )
+        elif sig in ("SIGTERM", "SIGINT") or exit_code in (143, 130):
+            out.update(
+                summary=f"job stopped by {sig or exit_code} (preemption or a stop)",
+                cause="terminated",
+            )
+        else:
+            out["summary"] = f"job exited with code {exit_code}; read the log tail"
+        return out
+
+    job_alive = facts.get("job_alive")
+    runner_alive = facts.get("runner_alive")
+    hb_age = facts.get("heartbeat_age_s")
+    hb_every = float(state.get("heartbeat_s") or 10)
+    if claimed == "running" and job_alive:
+        out.update(status="running", summary="job process alive")
+        if not runner_alive:
+            out["warnings"].append(
+                "the runner is gone but the job lives: its end will not be recorded in "
+                "state.json; judge completion by artifacts"
+            )
+        elif hb_age is not None and hb_age > 3 * hb_every + 5:
+            out["warnings"].append(f"runner heartbeat is {hb_age:.0f}s old")
+        log_age = facts.get("log_age_s")
+        if log_age is not None and log_age > LOG_QUIET_S:
+            out["warnings"].append(
+                f"log quiet for {log_age:.0f}s: maybe stdout buffering (U43) or a hang; "
+                "judge by checkpoint mtimes"
+            )
+        return out
+    if runner_alive and claimed in ("running", "starting"):
+        out.update(
+            status=claimed,
+            summary="runner alive, job not yet started"
+            if claimed == "starting"
+            else "job exited; the runner is recording the result / syncing outputs",
+        )
+        return out
+
+    # Neither process is alive, yet nobody recorded an end: the run vanished.
+    ladder = _ladder(state, facts)
+    cause = next(step for step in ladder if step["matched"])
+    gotchas = []
+    for step in ladder:
+        for g in step["gotchas"]:
+            if g not in gotchas:
+                gotchas.append(g)
+    out.update(
+        status="vanished",
+        summary=(
+            "state.json says %s but neither the job nor the runner is alive"
+            % (claimed or "nothing")
+        ),
+        cause=cause["check"],
+        ladder=ladder,
+        gotchas=gotchas,
+        action=cause["action"],
+    )
+    return out
+
+
+# ----------------------------------------------------------------------------- probe
+
+
+def probe(run_dir: str, dirs=None, gpu_python=None, tail: int = 20, use_dmesg=True) -> dict:
+    run_dir = os.path.abspath(run_dir)
+    now = time.time()
+    state = read_json(os.path.join(run_dir, "state.json"))
+    spec = read_json(os.path.join(run_dir, "run.json")) or {}
+    boot = boot_facts()
+    same_boot = not (
+        state and state.get("boot_id") and boot["boot_id"] and state["boot_id"] != boot["boot_id"]
+    )
+    st = state or {}
+    runner_pid = st.get("runner_pid") or _int_or_none(_read(os.path.join(run_dir, "runner.pid")))
+    job = process_facts(st.get("pid"), st.get("pid_start"), same_boot)
+    runner = process_facts(runner_pid, st.get("runner_pid_start"), same_boot)
+    run_id = st.get("run_id") or spec.get("run_id")
+    tmux = tmux_facts(run_id)
+    cgroup = cgroup_facts()
+    started = st.get("started") or st.get("created")
+    since = None
+    if started and same_boot and boot["uptime_s"] is not None:
+        since = boot["uptime_s"] - (now - started)
+    dmesg = (
+        dmesg_facts(since)
+        if use_dmesg
+        else {"readable": False, "error": "skipped", "oom_lines": [], "xid_lines": []}
+    )
+    if dirs is None:
+        dirs = [run_dir] + ([spec["durable_dir"]] if spec.get("durable_dir") else [])
+    log = log_facts(st.get("log") or os.path.join(run_dir, "log"), tail)
+    heartbeat_age = round(now - st["heartbeat"], 1) if st.get("heartbeat") else None
+    facts = {
+        "now": now,
+        "job_alive": job["alive"],
+        "runner_alive": runner["alive"],
+        "boot_id": boot["boot_id"],
+        "uptime_s": boot["uptime_s"],
+        "oom_kill": cgroup["oom_kill"],
+        "dmesg_readable": dmesg["readable"],
+        "dmesg_oom_lines": dmesg["oom_lines"],
+        "dmesg_xid_lines": dmesg["xid_lines"],
+        "tmux": tmux,
+        "heartbeat_age_s": heartbeat_age,
+        "log_age_s": log["age_s"],
+    }
+    report = {
+        "probe_version": PROBE_VERSION,
+        "time": round(now, 3),
+        "host": socket.gethostname(),
+        "run_dir": run_dir,
+        "run_id": run_id,
+        "state": state,
+        "job": job,
+        "runner": runner,
+        "tmux": tmux,
+        "heartbeat_age_s": heartbeat_age,
+        "boot": dict(
+            boot,
+            state_boot_id=st.get("boot_id"),
+            rebooted=None if not st.get("boot_id") else not same_boot,
+        ),
+        "cgroup": cgroup,
+        "dmesg": dmesg,
+        "disks": [disk_facts(d) for d in dirs],
+        "log": log,
+        "nvidia": nvidia_facts(),
+        "gpu_python": python_facts(gpu_python) if gpu_python else None,
+    }
+    report["verdict"] = verdict(state, facts)
+    return report
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="probe.py", description="rgt on-box run probe")
+    parser.add_argument("run_dir")
+    parser.add_argument(
+        "--dirs", nargs="*", default=None, help="df -h/-i these (default: run dir and durable dir)"
+    )
+    parser.add_argument("--gpu-python", default=None, help="report torch/CUDA as seen by this PY")
+    parser.add_argument("--tail", type=int, default=20, help="log lines to return")
+    parser.add_argument("--no-dmesg", action="store_true", help="skip the kernel log")
+    args = parser.parse_args(argv)
+    report = probe(args.run_dir, args.dirs, args.gpu_python, args.tail, not args.no_dmesg)
+    json.dump(report, sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,784 @@
+#!/usr/bin/env python3
+"""rgt on-box job runner: run one job detached, record the truth about it in state.json.
+
+Usage (standard library only, Python >= 3.8; ship it on stdin or as a file):
+
+    python3 runner.py RUN_DIR [--detach]
+    python3 - RUN_DIR [--detach] < runner.py
+
+RUN_DIR (``<DATA_DIR>/rgt/<run-id>/``) holds ``run.json`` written by the launcher:
+``run_id``, ``command`` (shell), optional ``setup`` (shell, run first), ``workdir``
+(default RUN_DIR/code), ``env`` {…}, optional ``proxy_hook`` (e.g. ``source
+/etc/network_turbo``), ``outputs`` [globs relative to workdir, or absolute], optional
+``durable_dir``, ``heartbeat_s`` (default 10), ``kill_grace_s`` (default 10).
+Optional ``secrets.env`` (KEY=VALUE lines, mode 0600): exported into the job's environment
+only — never into argv, the log or state.json.
+
+What the runner does, and why:
+- ``state.json`` is rewritten atomically (tmp + fsync + rename) at every transition and on every
+  heartbeat, so a reader never sees half a document; ``pid_start`` (/proc start time) and
+  ``boot_id`` let ``probe.py`` tell a live job from a reused pid or a rebooted box (U3).
+- the job runs as ``bash -c`` in its own session/process group, cwd=workdir, stdout+stderr
+  appended unbuffered to RUN_DIR/log, with PYTHONUNBUFFERED=1 (U43).
+- SIGTERM/SIGINT/SIGUSR1 sent to the runner are forwarded to the job's process group, so a
+  preemption notice reaches the trainer; the job shell traps them and waits, so the trainer's own
+  exit code (85 = checkpointed and preempted) is what gets recorded.
+- processes left in the job's group after the leader exits are terminated (orphans that hold a
+  CUDA context are U11).
+- on exit 0 the declared outputs are copied to ``durable_dir`` and every copy is re-read and
+  sha256-compared; success is claimed only when that verification passes (U33). A full disk or
+  inode cap (ENOSPC/EDQUOT) yields status ``sync-failed`` with the errno, the path and the AD4/U7
+  hint.
+- the log ends with ``[rgt] exit=N status=...``.
+
+Runner exit code: 0 succeeded; the job's exit code when it failed (128+N when killed by signal
+N); 75 sync-failed; 3 launch refused (this run is already live); 70 runner error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import glob
+import hashlib
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+RUNNER_VERSION = 1
+BUF_SIZE = 1 << 20
+DISK_HINT = "disk or inode cap full on the durable tier — see AD4/U7 (df -h and df -i)"
+OTHER_SYNC_HINT = (
+    "the durable copy failed; the data-disk copy stays authoritative until a pull is verified (U33)"
+)
+DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+LIVE_STATUSES = ("starting", "running")
+EXIT_REFUSED = 3
+EXIT_SYNC_FAILED = 75
+EXIT_RUNNER_ERROR = 70
+SYNC_MANIFEST = "SYNC_MANIFEST.json"
+
+
+# ----------------------------------------------------------------------------- small helpers
+
+
+def now() -> float:
+    return round(time.time(), 3)
+
+
+def read_json(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: str, obj) -> None:
+    """Write JSON so that readers see the old document or the new one, never a torn one."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=1, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(directory)
+
+
+def _proc_stat_fields(pid: int):
+    """Fields of /proc/PID/stat from field 3 (state) on; None if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except (OSError, ValueError):
+        return None
+    return data[data.rindex(b")") + 2 :].split()
+
+
+def proc_start_time(pid) -> int | None:
+    """Field 22 of /proc/PID/stat: start time in clock ticks since boot (defeats pid reuse)."""
+    if not pid:
+        return None
+    fields = _proc_stat_fields(int(pid))
+    return int(fields[19]) if fields else None
+
+
+def pid_alive(pid, start=None) -> bool:
+    """True if PID exists, is not a zombie, and (when given) started at START."""
+    if not pid:
+        return False
+    fields = _proc_stat_fields(int(pid))
+    if fields is None:
+        if os.path.isdir("/proc/self"):
+            return False
+        try:  # no procfs: best effort
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    if fields[0] in (b"Z", b"X"):
+        return False
+    return start is None or int(fields[19]) == int(start)
+
+
+def group_members(pgid: int) -> list:
+    """Live (non-zombie) pids whose process group is PGID."""
+    members = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        names = []
+    for name in names:
+        if not name.isdigit():
+            continue
+        fields = _proc_stat_fields(int(name))
+        if fields and fields[0] not in (b"Z", b"X") and int(fields[2]) == pgid:
+            members.append(int(name))
+    return members
+
+
+def boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def cgroup_oom_kill() -> int | None:
+    """This cgroup's oom_kill counter (v2 memory.events, v1 memory.oom_control); None if unknown."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    v2_path, v1_path = "/", "/"
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3 and parts[0] == "0" and parts[1] == "":
+            v2_path = parts[2]
+        elif len(parts) == 3 and "memory" in parts[1].split(","):
+            v1_path = parts[2]
+    candidates = [
+        os.path.join("/sys/fs/cgroup", v2_path.lstrip("/"), "memory.events"),
+        "/sys/fs/cgroup/memory.events",
+        os.path.join("/sys/fs/cgroup/memory", v1_path.lstrip("/"), "memory.oom_control"),
+        "/sys/fs/cgroup/memory/memory.oom_control",
+    ]
+    for path in candidates:
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def parse_secrets(text: str) -> dict:
+    """KEY=VALUE lines (``export`` prefix, comments, surrounding quotes tolerated)."""
+    out = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or not key.replace("_", "a").isalnum() or key[0].isdigit():
+            continue
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in ("'", '"'):
+            value = value[1:-1]
+        out[key] = value
+    return out
+
+
+def build_job_argv(command: str, setup: str | None = None, proxy_hook: str | None = None) -> list:
+    """argv for the job: ``bash -c`` wrapper running proxy hook, setup, then the command.
+
+    The proxy hook may fail (warned, not fatal: the file only exists on some platforms); a failed
+    setup ends the job with its exit code; the command runs in a fresh ``bash -o pipefail -c`` so
+    compound commands keep their meaning. Both shells trap TERM/INT/USR1 with a no-op: a trapped
+    shell waits for its foreground child, so the trainer's exit code (e.g. 85) is the job's.
+    """
+    lines = ["set -o pipefail", "trap : TERM INT USR1"]
+    if proxy_hook and proxy_hook.strip():
+        lines += [
+            "{",
+            proxy_hook,
+            '} || echo "[rgt] warning: proxy hook failed (exit $?); continuing without it" >&2',
+        ]
+    if setup and setup.strip():
+        lines += [
+            "{",
+            setup,
+            '} || { __rgt_rc=$?; echo "[rgt] setup failed (exit $__rgt_rc)" >&2; exit $__rgt_rc; }',
+        ]
+    inner = "trap : TERM INT USR1\n" + command
+    lines.append(f"exec bash -o pipefail -c {shlex.quote(inner)} rgt-job")
+    return ["bash", "-c", "\n".join(lines), "rgt-job"]
+
+
+# ----------------------------------------------------------------------------- outputs + sync
+
+
+def expand_outputs(patterns, workdir: str):
+    """Resolve declared outputs to [(absolute source, relative destination)] and missing patterns.
+
+    Relative patterns are globs under workdir (``**`` recursive); a matched directory is recursed.
+    Absolute paths inside workdir keep their path relative to it; others go under ``_abs/``.
+    """
+    workdir = os.path.abspath(workdir)
+    found, missing, seen = [], [], set()
+    for pattern in patterns or []:
+        full = pattern if os.path.isabs(pattern) else os.path.join(workdir, pattern)
+        matches = sorted(glob.glob(full, recursive=True))
+        files = []
+        for match in matches:
+            if os.path.isdir(match):
+                for root, dirs, names in os.walk(match):
+                    dirs.sort()
+                    files.extend(os.path.join(root, n) for n in sorted(names))
+            else:
+                files.append(match)
+        files = [f for f in files if os.path.isfile(f)]
+        if not files:
+            missing.append(pattern)
+            continue
+        for path in files:
+            path = os.path.abspath(path)
+            rel = os.path.relpath(path, workdir)
+            if rel == ".." or rel.startswith(".." + os.sep):
+                rel = os.path.join("_abs", path.lstrip(os.sep))
+            rel = rel.replace(os.sep, "/")
+            if rel not in seen:
+                seen.add(rel)
+                found.append((path, rel))
+    return found, missing
+
+
+def hash_file(path: str):
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(BUF_SIZE)
+            if not block:
+                break
+            h.update(block)
+            size += len(block)
+    return size, h.hexdigest()
+
+
+class VerifyError(Exception):
+    pass
+
+
+def copy_verified(src: str, dst: str):
+    """Copy SRC to DST via a temp file + fsync + rename, then re-read DST and compare sha256."""
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    tmp = dst + ".rgt-partial"
+    h = hashlib.sha256()
+    size = 0
+    try:
+        with open(src, "rb") as fin, open(tmp, "wb") as fout:
+            while True:
+                block = fin.read(BUF_SIZE)
+                if not block:
+                    break
+                h.update(block)
+                fout.write(block)
+                size += len(block)
+            fout.flush()
+            os.fsync(fout.fileno())
+        os.replace(tmp, dst)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    digest = h.hexdigest()
+    got_size, got_digest = hash_file(dst)
+    if got_size != size or got_digest != digest:
+        raise VerifyError(
+            f"verification failed for {dst}: wrote {size} bytes sha256 {digest}, "
+            f"read back {got_size} bytes sha256 {got_digest}"
+        )
+    try:
+        st = os.stat(src)
+        os.utime(dst, (st.st_atime, st.st_mtime))
+    except OSError:
+        pass
+    return size, digest
+
+
+def disk_facts(path: str):
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return {
+        "bytes_free": st.f_bavail * st.f_frsize,
+        "bytes_total": st.f_blocks * st.f_frsize,
+        "inodes_free": st.f_favail,
+        "inodes_total": st.f_files,
+    }
+
+
+def sync_outputs(patterns, workdir: str, durable_dir: str) -> dict:
+    """Copy declared outputs to DURABLE_DIR with verification; returns the ``sync`` record."""
+    started = now()
+    record = {
+        "dest": durable_dir,
+        "status": "failed",
+        "verified": False,
+        "files": 0,
+        "bytes": 0,
+        "missing": [],
+        "error": None,
+        "errno": None,
+        "failed_path": None,
+        "hint": None,
+        "started": started,
+        "ended": None,
+    }
+    entries = []
+    try:
+        files, missing = expand_outputs(patterns, workdir)
+        record["missing"] = missing
+        if missing:
+            record["error"] = (
+                f"declared outputs matched nothing under {workdir}: {', '.join(missing)}"
+            )
+            record["hint"] = (
+                "the job exited 0 without writing its declared outputs; check the job and the "
+                "outputs patterns (relative to the workdir)"
+            )
+            return record
+        os.makedirs(durable_dir, exist_ok=True)
+        for src, rel in files:
+            dst = os.path.join(durable_dir, *rel.split("/"))
+            record["failed_path"] = dst
+            size, digest = copy_verified(src, dst)
+            entries.append({"path": rel, "bytes": size, "sha256": digest})
+            record["files"] += 1
+            record["bytes"] += size
+        record["failed_path"] = os.path.join(durable_dir, SYNC_MANIFEST)
+        write_json_atomic(
+            record["failed_path"],
+            {
+                "created": now(),
+                "host": socket.gethostname(),
+                "root": durable_dir,
+                "source_root": os.path.abspath(workdir),
+                "files": entries,
+                "missing": [],
+            },
+        )
+        for d in sorted({os.path.dirname(os.path.join(durable_dir, e["path"])) for e in entries}):
+            fsync_dir(d)
+        record.update(status="ok", verified=True, failed_path=None)
+    except OSError as exc:
+        code = exc.errno
+        name = errno.errorcode.get(code, str(code)) if code else "unknown"
+        path = exc.filename or record["failed_path"] or durable_dir
+        record["errno"] = name
+        record["failed_path"] = path
+        record["hint"] = DISK_HINT if code in DISK_FULL_ERRNOS else OTHER_SYNC_HINT
+        record["df"] = disk_facts(durable_dir) if os.path.isdir(durable_dir) else None
+        record["error"] = (
+            f"{name} ({exc.strerror or exc}) at {path} after {record['files']} file(s) "
+            f"copied: {record['hint']}"
+        )
+    except VerifyError as exc:
+        record["errno"] = "EIO"
+        record["hint"] = OTHER_SYNC_HINT
+        record["error"] = f"{exc}: {record['hint']}"
+    finally:
+        record["ended"] = now()
+    return record
+
+
+# ----------------------------------------------------------------------------- the runner
+
+
+class Refused(Exception):
+    pass
+
+
+class Runner:
+    def __init__(self, run_dir: str):
+        self.run_dir = os.path.abspath(run_dir)
+        self.state_path = os.path.join(self.run_dir, "state.json")
+        self.log_path = os.path.join(self.run_dir, "log")
+        self.state_lock = threading.Lock()
+        self.state = {}
+        self.proc = None
+        self.log_fd = None
+        self.lock_fd = None
+        self.pending = []
+        self.received = []
+        self.stop = threading.Event()
+        self.save_error = None
+
+    # -- state + log
+
+    def save(self, **changes) -> None:
+        with self.state_lock:
+            self.state.update(changes)
+            self.state["signals_received"] = list(self.received)
+            try:
+                write_json_atomic(self.state_path, self.state)
+                self.save_error = None
+            except OSError as exc:  # full data disk: keep running, say so in the log
+                if self.save_error is None:
+                    self.log(f"!! cannot write state.json: {exc} (check df -h / df -i)")
+                self.save_error = str(exc)
+
+    def log(self, message: str) -> None:
+        if self.log_fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self.log_fd, (f"[rgt] {message}\n").encode("utf-8", "replace"))
+
+    def _heartbeat(self, interval: float) -> None:
+        while not self.stop.wait(interval):
+            self.save(heartbeat=now())
+
+    # -- launch guard
+
+    def _acquire(self) -> None:
+        """One runner per RUN_DIR: an flock held for life, plus a check of the recorded pids."""
+        lock_path = os.path.join(self.run_dir, "runner.lock")
+        self.lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise Refused(f"another runner holds {self.run_dir}/runner.lock") from None
+        previous = read_json(self.state_path) or {}
+        if previous.get("status") in LIVE_STATUSES:
+            if pid_alive(previous.get("runner_pid"), previous.get("runner_pid_start")):
+                raise Refused(f"runner pid {previous.get('runner_pid')} of this run is alive")
+            if pid_alive(previous.get("pid"), previous.get("pid_start")):
+                raise Refused(
+                    f"job pid {previous.get('pid')} of this run is still alive (its runner is "
+                    "gone); stop it first"
+                )
+        self.previous = previous
+
+    # -- signals
+
+    def _on_signal(self, signum, _frame) -> None:
+        # Only forward and remember: the main thread may hold state_lock right now.
+        name = signal.Signals(signum).name
+        self.received.append({"signal": name, "at": now()})
+        proc = self.proc
+        if proc is not None and proc.returncode is None:
+            self.log(f"received {name}; forwarding it to the job's process group {proc.pid}")
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signum)
+        else:
+            self.log(f"received {name} before the job started; delivering it at start")
+            self.pending.append(signum)
+
+    # -- main
+
+    def run(self) -> int:
+        detach = {
+            "setsid": os.getsid(0) == os.getpid(),
+            "tmux": bool(os.environ.get("TMUX")),
+            "sighup_ignored": signal.getsignal(signal.SIGHUP) == signal.SIG_IGN,
+        }
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a hang-up must not end a detached run
+        self._acquire()
+        write_json_atomic(os.path.join(self.run_dir, "runner.pid"), os.getpid())
+        self.log_fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+        spec = read_json(os.path.join(self.run_dir, "run.json"))
+        heartbeat_s = 10.0
+        if isinstance(spec, dict):
+            try:
+                heartbeat_s = max(0.2, float(spec.get("heartbeat_s") or 10))
+            except (TypeError, ValueError):
+                heartbeat_s = 10.0
+        self.state = {
+            "runner_version": RUNNER_VERSION,
+            "run_id": (spec or {}).get("run_id") if isinstance(spec, dict) else None,
+            "status": "starting",
+            "launch": int(self.previous.get("launch") or 0) + 1,
+            "runner_pid": os.getpid(),
+            "runner_pid_start": proc_start_time(os.getpid()),
+            "pid": None,
+            "pid_start": None,
+            "exit_code": None,
+            "signal": None,
+            "created": now(),
+            "started": None,
+            "ended": None,
+            "heartbeat": now(),
+            "heartbeat_s": heartbeat_s,
+            "host": socket.gethostname(),
+            "boot_id": boot_id(),
+            "detach": detach,
+            "oom_kill_at_start": cgroup_oom_kill(),
+            "log": self.log_path,
+            "sync": None,
+            "error": None,
+        }
+        self.save()
+        for sig in FORWARDED_SIGNALS:
+            signal.signal(sig, self._on_signal)
+        beat = threading.Thread(target=self._heartbeat, args=(heartbeat_s,), daemon=True)
+        beat.start()
+        try:
+            return self._run_job(spec)
+        finally:
+            self.stop.set()
+            beat.join(timeout=5)
+
+    def _fail(self, message: str, code: int = EXIT_RUNNER_ERROR) -> int:
+        self.log(f"!! {message}")
+        self.save(status="failed", error=message, ended=now(), heartbeat=now())
+        self.log("exit=none status=failed")
+        return code
+
+    def _run_job(self, spec) -> int:
+        if not isinstance(spec, dict) or not str(spec.get("command") or "").strip():
+            return self._fail("run.json missing, unreadable, or without a 'command'")
+        workdir = os.path.abspath(
+            os.path.join(self.run_dir, spec.get("workdir") or os.path.join(self.run_dir, "code"))
+        )
+        if not os.path.isdir(workdir):
+            return self._fail(f"workdir {workdir} does not exist (was the code pushed?)")
+
+        env = dict(os.environ)
+        for key, value in (spec.get("env") or {}).items():
+            if value is not None:
+                env[str(key)] = str(value)
+        secrets_path = os.path.join(self.run_dir, "secrets.env")
+        if os.path.exists(secrets_path):
+            try:
+                if os.stat(secrets_path).st_mode & 0o077:
+                    os.chmod(secrets_path, 0o600)
+                    self.log("secrets.env was readable by others; tightened to 0600 (U34)")
+                with open(secrets_path, encoding="utf-8") as f:
+                    secrets = parse_secrets(f.read())
+            except OSError as exc:
+                return self._fail(f"cannot read secrets.env: {exc.strerror}")
+            env.update(secrets)
+            self.log(f"exported {len(secrets)} secret(s) from secrets.env into the job env")
+        env["PYTHONUNBUFFERED"] = "1"
+        env["RGT_RUN_ID"] = str(self.state.get("run_id") or "")
+        env["RGT_RUN_DIR"] = self.run_dir
+
+        argv = build_job_argv(str(spec["command"]), spec.get("setup"), spec.get("proxy_hook"))
+        st = self.state
+        self.log(
+            f"run={st.get('run_id')} launch={st['launch']} host={st['host']} "
+            f"runner_pid={os.getpid()} starting in {workdir}"
+        )
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=self.log_fd,
+                stderr=self.log_fd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return self._fail(f"cannot start the job: {exc}")
+        pid = self.proc.pid
+        self.save(
+            status="running", pid=pid, pgid=pid, pid_start=proc_start_time(pid), started=now()
+        )
+        while self.pending:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, self.pending.pop(0))
+
+        returncode = self.proc.wait()
+        leftovers = self._reap_group(pid, float(spec.get("kill_grace_s") or 10))
+        if returncode < 0:
+            signum = -returncode
+            exit_code, sig_name = 128 + signum, signal.Signals(signum).name
+        else:
+            exit_code, sig_name = returncode, None
+        status = "succeeded" if exit_code == 0 else "failed"
+        changes = {"exit_code": exit_code, "signal": sig_name, "leftovers": leftovers}
+        if status == "succeeded" and spec.get("durable_dir"):
+            self.save(**changes)
+            sync = sync_outputs(spec.get("outputs") or [], workdir, str(spec["durable_dir"]))
+            changes["sync"] = sync
+            if sync["status"] == "ok":
+                self.log(
+                    f"synced {sync['files']} file(s), {sync['bytes']} bytes to {sync['dest']}; "
+                    "every copy re-read and sha256-verified"
+                )
+            else:
+                status = "sync-failed"
+                changes["error"] = sync["error"]
+                self.log(f"!! SYNC FAILED: {sync['error']}")
+        elif status == "failed":
+            changes["error"] = (
+                f"job killed by {sig_name}" if sig_name else f"job exited with code {exit_code}"
+            )
+        self.save(status=status, ended=now(), heartbeat=now(), **changes)
+        self.log(f"exit={exit_code}{f' signal={sig_name}' if sig_name else ''} status={status}")
+        if status == "succeeded":
+            return 0
+        if status == "sync-failed":
+            return EXIT_SYNC_FAILED
+        return exit_code if 0 < exit_code < 256 else 1
+
+    def _reap_group(self, pgid: int, grace: float) -> int:
+        """Terminate what is left of the job's process group once its leader has exited."""
+        members = group_members(pgid)
+        if not members:
+            return 0
+        if self.received:  # a forwarded signal: let the stragglers finish their checkpoint
+            deadline = time.time() + grace
+            while members and time.time() < deadline:
+                time.sleep(0.1)
+                members = group_members(pgid)
+        count = len(members)
+        if not members:
+            return 0
+        self.log(f"terminating {count} leftover process(es) of the job's group (U11)")
+        for sig, wait in ((signal.SIGTERM, min(grace, 5.0)), (signal.SIGKILL, 2.0)):
+            try:
+                os.killpg(pgid, sig)
+            except OSError:
+                return count
+            deadline = time.time() + wait
+            while time.time() < deadline:
+                if not group_members(pgid):
+                    return count
+                time.sleep(0.1)
+        return count
+
+
+# ----------------------------------------------------------------------------- entry points
+
+
+def _refusal(run_dir: str, reason: str) -> int:
+    sys.stderr.write(json.dumps({"refused": True, "run_dir": run_dir, "reason": reason}) + "\n")
+    return EXIT_REFUSED
+
+
+def run(run_dir: str) -> int:
+    runner = Runner(run_dir)
+    try:
+        return runner.run()
+    except Refused as exc:
+        return _refusal(runner.run_dir, str(exc))
+    except Exception:  # the runner's own bug: leave a trace a reader can act on
+        message = "runner error: " + traceback.format_exc(limit=5)
+        try:
+            runner.log("!! " + message)
+            runner.save(status="failed", error=message, ended=now())
+        except Exception:
+            pass
+        sys.stderr.write(message)
+        return EXIT_RUNNER_ERROR
+
+
+def detach(run_dir: str, wait_s: float = 15.0) -> int:
+    """Fork a detached runner (own session, stdio on /dev/null); report its pid as JSON.
+
+    Lets ``ssh box 'python3 - RUN_DIR --detach' < runner.py`` return at once with the pid.
+    """
+    run_dir = os.path.abspath(run_dir)
+    state_path = os.path.join(run_dir, "state.json")
+    before = read_json(state_path) or {}
+    if before.get("status") in LIVE_STATUSES and (
+        pid_alive(before.get("runner_pid"), before.get("runner_pid_start"))
+        or pid_alive(before.get("pid"), before.get("pid_start"))
+    ):
+        print(json.dumps({"refused": True, "run_dir": run_dir, "state": before}))
+        return EXIT_REFUSED
+    sys.stdout.flush()
+    child = os.fork()
+    if child == 0:  # the runner
+        try:
+            os.setsid()
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            code = run(run_dir)
+        except BaseException:
+            code = EXIT_RUNNER_ERROR
+        os._exit(code)
+    deadline = time.time() + wait_s
+    report = {"run_dir": run_dir, "runner_pid": child, "refused": False}
+    while time.time() < deadline:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            code = (
+                os.waitstatus_to_exitcode(status)
+                if hasattr(os, "waitstatus_to_exitcode")
+                else (status >> 8)
+            )
+            report.update(exited=code, refused=code == EXIT_REFUSED, state=read_json(state_path))
+            print(json.dumps(report))
+            return code or 0
+        state = read_json(state_path) or {}
+        if state.get("runner_pid") == child and state.get("status") != "starting":
+            report.update(status=state.get("status"), run_id=state.get("run_id"))
+            print(json.dumps(report))
+            return 0
+        time.sleep(0.05)
+    report.update(status=(read_json(state_path) or {}).get("status"), note="still starting")
+    print(json.dumps(report))
+    return 0
+
+
+def main(argv=None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    want_detach = "--detach" in args
+    args = [a for a in args if a != "--detach"]
+    if len(args) != 1 or args[0] in ("-h", "--help"):
+        sys.stderr.write("usage: python3 runner.py RUN_DIR [--detach]\n")
+        return 2
+    if not os.path.isfile(os.path.join(args[0], "run.json")):
+        sys.stderr.write(f"runner: {args[0]}/run.json not found\n")
+        return 2
+    return detach(args[0]) if want_detach else run(args[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""How commands and files reach a box: `LocalTransport` (this machine) and `SshTransport`
+(the user's OpenSSH client + rsync), behind one small `Transport` protocol."""
+
+from rgt.transport.base import (
+    AuthenticationFailed,
+    CommandTimeout,
+    HostKeyChanged,
+    Result,
+    TransferStats,
+    Transport,
+    TransportError,
+    Unreachable,
+)
+from rgt.transport.local import LocalTransport
+from rgt.transport.ssh import SshTarget, SshTransport, parse_ssh_command
+
+__all__ = [
+    "AuthenticationFailed",
+    "CommandTimeout",
+    "HostKeyChanged",
+    "LocalTransport",
+    "Result",
+    "SshTarget",
+    "SshTransport",
+    "TransferStats",
+    "Transport",
+    "TransportError",
+    "Unreachable",
+    "parse_ssh_command",
+]

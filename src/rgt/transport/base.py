@@ -1,0 +1,141 @@
+"""The shapes every transport shares: results, transfer statistics, errors, the Protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from rgt.errors import UserError
+
+Progress = Callable[[int, int], None]
+"""Called as ``progress(bytes_done, bytes_total)`` while a transfer runs (total may be 0)."""
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a command on the box returned."""
+
+    rc: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+
+@dataclass(frozen=True)
+class TransferStats:
+    """What one `put` or `get` cost, summed over all its attempts.
+
+    Bytes are counted from this machine's side of the wire: a `put` mostly sends, a `get`
+    mostly receives. For an attempt that completed, the counts are rsync's own wire totals;
+    for an attempt cut off mid-way they are estimated from rsync's progress (file data moved
+    so far), which is what a resumed attempt no longer has to resend.
+    """
+
+    bytes_sent: int
+    bytes_received: int
+    files: int
+    seconds: float
+    attempts: int
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """Collapse `text` to one line, keeping its end (the end of stderr says what went wrong)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    flat = " / ".join(lines[-3:])
+    return flat if len(flat) <= limit else "..." + flat[-limit:]
+
+
+class TransportError(UserError):
+    """A command or transfer on a box failed.
+
+    Carries the exit code (`rc`), the command's first line and the tail of its stderr, all in
+    one message line the CLI can print as is.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        rc: int | None = None,
+        command: str = "",
+        stderr: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.rc = rc
+        self.command = command
+        self.stderr = stderr
+
+    @classmethod
+    def command_failed(cls, where: str, command: str, rc: int, stderr: str) -> TransportError:
+        first = command.strip().splitlines()[0] if command.strip() else "(empty command)"
+        tail = _one_line(stderr)
+        message = f"`{first}` on {where} exited with code {rc}" + (f": {tail}" if tail else "")
+        return cls(message, rc=rc, command=command, stderr=stderr)
+
+
+class CommandTimeout(TransportError):
+    """A command ran past its timeout; rgt stopped waiting for it."""
+
+
+class Unreachable(TransportError):
+    """The box did not answer: refused, timed out, or its name does not resolve."""
+
+
+class HostKeyChanged(TransportError):
+    """The box presented a different host key than the one recorded on first contact.
+
+    Never accepted silently: it is what a man-in-the-middle looks like. It is also what a
+    re-created box looks like, so the message says how to forget the old key.
+    """
+
+
+class AuthenticationFailed(TransportError):
+    """The box refused our SSH key."""
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """How commands and files reach one box.
+
+    `run` executes a bash command string on the box; secrets and on-box Python travel on
+    `stdin`, never in argv (argv is world-readable in /proc). `put` and `get` copy a directory's
+    contents, resumably, each attempt under a timeout, retrying transient failures.
+    """
+
+    def run(
+        self,
+        command: str,
+        *,
+        stdin: bytes | None = None,
+        timeout: float = 60,
+        check: bool = True,
+    ) -> Result: ...
+
+    def put(
+        self,
+        local: Path,
+        remote: str,
+        *,
+        timeout: float = 600,
+        retries: int = 5,
+        progress: Progress | None = None,
+        exclude: Sequence[str] = (),
+    ) -> TransferStats: ...
+
+    def get(
+        self,
+        remote: str,
+        local: Path,
+        *,
+        timeout: float = 600,
+        retries: int = 5,
+        progress: Progress | None = None,
+        exclude: Sequence[str] = (),
+    ) -> TransferStats: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,156 @@
+"""The box is this machine: commands run under local bash, files move with local rsync.
+
+Used by the `local` platform and by tests; same semantics as `SshTransport`, so code written
+against one runs unchanged against the other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from rgt.transport.base import CommandTimeout, Progress, Result, TransferStats, TransportError
+from rgt.transport.rsync import rsync_argv, rsync_transfer, tree_size
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def run_local(argv: Sequence[str], *, stdin: bytes | None, timeout: float) -> tuple[int, str, str]:
+    """Run `argv`, feeding `stdin`; on timeout kill its whole process group and raise.
+
+    stderr goes through a file, not a pipe, so a background process that inherits it (an ssh
+    ControlMaster) cannot keep us waiting for an end-of-file that never comes.
+    """
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,
+        )
+        try:
+            out, _ = proc.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise
+        except BaseException:
+            _kill_group(proc)
+            raise
+        err.seek(0)
+        return proc.returncode, out.decode(errors="replace"), err.read().decode(errors="replace")
+
+
+def _source(path: Path) -> str:
+    # A trailing slash makes rsync copy the directory's contents, not the directory itself.
+    return str(path) + "/" if path.is_dir() else str(path)
+
+
+class LocalTransport:
+    """Commands via ``bash -c``, files via local rsync (resumable, retried: same as SSH)."""
+
+    where = "localhost"
+
+    def __init__(self, *, rsync_options: Sequence[str] = ()) -> None:
+        self.rsync_options = tuple(rsync_options)
+
+    def run(
+        self,
+        command: str,
+        *,
+        stdin: bytes | None = None,
+        timeout: float = 60,
+        check: bool = True,
+    ) -> Result:
+        try:
+            rc, out, err = run_local(["bash", "-c", command], stdin=stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise CommandTimeout(
+                f"`{_first_line(command)}` on {self.where} did not finish within {timeout:g}s",
+                command=command,
+            ) from None
+        result = Result(rc, out, err)
+        if check and not result.ok:
+            raise TransportError.command_failed(self.where, command, rc, err)
+        return result
+
+    def put(
+        self,
+        local: Path,
+        remote: str,
+        *,
+        timeout: float = 600,
+        retries: int = 5,
+        progress: Progress | None = None,
+        exclude: Sequence[str] = (),
+    ) -> TransferStats:
+        local = Path(local)
+        if not local.exists():
+            raise TransportError(f"cannot push {local}: it does not exist")
+        dest = Path(os.path.expanduser(remote))
+        dest.mkdir(parents=True, exist_ok=True)
+        return self._copy(local, dest, timeout, retries, progress, exclude, upload=True)
+
+    def get(
+        self,
+        remote: str,
+        local: Path,
+        *,
+        timeout: float = 600,
+        retries: int = 5,
+        progress: Progress | None = None,
+        exclude: Sequence[str] = (),
+    ) -> TransferStats:
+        source = Path(os.path.expanduser(remote))
+        if not source.exists():
+            raise TransportError(f"cannot pull {remote}: it does not exist on {self.where}")
+        local = Path(local)
+        local.mkdir(parents=True, exist_ok=True)
+        return self._copy(source, local, timeout, retries, progress, exclude, upload=False)
+
+    def _copy(
+        self,
+        source: Path,
+        dest: Path,
+        timeout: float,
+        retries: int,
+        progress: Progress | None,
+        exclude: Sequence[str],
+        *,
+        upload: bool,
+    ) -> TransferStats:
+        argv = rsync_argv(
+            _source(source), str(dest) + "/", exclude=exclude, extra=self.rsync_options
+        )
+        return rsync_transfer(
+            argv,
+            what=f"copying {source} to {dest}",
+            timeout=timeout,
+            retries=retries,
+            progress=progress,
+            total=tree_size(source) if progress else 0,
+            upload=upload,
+        )
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> LocalTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _first_line(command: str) -> str:
+    stripped = command.strip()
+    return stripped.splitlines()[0] if stripped else "(empty command)"

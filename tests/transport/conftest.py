@@ -1,0 +1,20 @@
+"""Fixtures for transport tests: a real sshd per test (keys made once per session)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for `import sshd`
+
+from sshd import SshServer, sshd_keys, sshd_server  # noqa: E402, F401  (fixtures)
+
+from rgt.transport import SshTransport  # noqa: E402
+
+
+@pytest.fixture
+def ssh(sshd_server: SshServer):  # noqa: F811  (the fixture imported above)
+    """An SshTransport to the test's sshd, its master connection closed afterwards."""
+    transport = SshTransport(sshd_server.target, known_hosts=sshd_server.known_hosts)
+    yield transport
+    transport.close()
