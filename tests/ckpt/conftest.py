@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+# Helper modules in this folder (ckpt_helpers.py) are imported by name.
+sys.path.insert(0, str(Path(__file__).parent))
+
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
@@ -61,11 +64,3 @@ def s3_endpoint() -> Iterator[str]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-TRAIN = [sys.executable, "-m", "rgt.examples.train_mlp"]
-
-
-def train_cmd(ckpt_dir: Path, out: Path, *extra: str, steps: int = 200) -> list[str]:
-    return [*TRAIN, "--steps", str(steps), "--ckpt-dir", str(ckpt_dir), "--out", str(out),
-            "--save-every", "10", "--metrics-every", "1", *extra]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.ckpt import CheckpointError, Checkpointer, list_checkpoints, verify_file
+from rgt.ckpt import Checkpointer, CheckpointError, list_checkpoints, verify_file
 from rgt.ckpt._io import TMP_PREFIX
 
 

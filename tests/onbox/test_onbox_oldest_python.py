@@ -18,7 +18,14 @@ def oldest_python():
     candidates = [shutil.which("python3.8")]
     candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8*/bin/python3.8")))
     for path in candidates:
-        if path and os.access(path, os.X_OK):
+        if not path or not os.access(path, os.X_OK):
+            continue
+        probe = subprocess.run(
+            [path, "-c", "import sys; print(sys.version_info[:2] == (3, 8))"],
+            capture_output=True,
+            text=True,
+        )
+        if probe.stdout.strip() == "True":  # a pyenv shim may exist yet refuse to run
             return path
     return None
 

@@ -133,9 +133,8 @@ def test_sigkilled_job_is_recorded_with_its_signal(make_run, launcher):
     state = wait_status(run_dir, ("succeeded", "failed", "sync-failed"))
     assert state["status"] == "failed"
     assert state["signal"] == "SIGKILL" and state["exit_code"] == 137
-    assert (run_dir / "log").read_text().splitlines()[-1] == (
-        "[rgt] exit=137 signal=SIGKILL status=failed"
-    )
+    # the final status line; a leftover-reaping note may come just before or after it
+    assert "[rgt] exit=137 signal=SIGKILL status=failed" in (run_dir / "log").read_text()
     # the python child of the killed shell did not outlive the job (U11 orphans)
     assert runner.group_members(running["pgid"]) == []
     assert probe.verdict(state, {})["status"] == "failed"

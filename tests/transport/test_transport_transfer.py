@@ -146,7 +146,6 @@ def test_put_resumes_after_the_connection_dies_mid_file(sshd_server, big_dir, tm
     assert sha256(dest / "big.bin") == digest
     assert not (dest / PARTIAL_DIR).exists()
     # 60% had arrived before the cut; resending everything would total >= 1.6x.
-    print(stats)
     assert stats.bytes_sent < 1.5 * BIG, stats
 
 
@@ -168,5 +167,4 @@ def test_get_resumes_after_the_connection_dies_mid_file(sshd_server, big_dir, tm
     assert stats.attempts > 1
     assert sha256(dest / "big.bin") == digest
     assert not (dest / PARTIAL_DIR).exists()
-    print(stats)
     assert stats.bytes_received < 1.5 * BIG, stats

@@ -21,7 +21,7 @@ from rgt.lifecycle.onbox import run_json
 from rgt.lifecycle.watch import refresh
 from rgt.store import Run, Store
 
-CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt")
 TERMINAL = ("succeeded", "failed", "sync-failed", "vanished", "preempted", "cancelled")
 
 
@@ -110,7 +110,11 @@ def _load_check(path: Path) -> tuple[bool, str] | None:
         from rgt.ckpt import verify_file
 
         result = verify_file(path)
-        return bool(result.ok), str(result.detail)
+        if result.expected_sha256 is None:
+            # A plain torch.save file has no sidecar; the manifest hash already vouches for
+            # its bytes, so what is left to prove is that it loads.
+            return bool(result.loads), "loads" if result.loads else result.reason
+        return bool(result.ok), result.reason
     return None
 
 

@@ -302,11 +302,11 @@ def nvidia_facts():
 GPU_PY_SNIPPET = r"""
 import json, sys
 out = {"python": sys.version.split()[0], "executable": sys.executable, "torch": None,
-       "cuda_available": None, "cuda_version": None, "device_count": None, "error": None}
+       "cuda_available": None, "torch_cuda": None, "device_count": None, "error": None}
 try:
     import torch
     out["torch"] = torch.__version__
-    out["cuda_version"] = torch.version.cuda
+    out["torch_cuda"] = torch.version.cuda
     out["cuda_available"] = bool(torch.cuda.is_available())
     out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
 except ImportError as exc:
@@ -321,10 +321,13 @@ def python_facts(python: str, timeout: float = 90.0) -> dict:
     rc, out, err = run_cmd([python, "-c", GPU_PY_SNIPPET], timeout=timeout)
     if rc == 0:
         try:
-            return json.loads(out.strip().splitlines()[-1])
+            facts = json.loads(out.strip().splitlines()[-1])
+            facts["ran"] = True
+            return facts
         except (ValueError, IndexError):
             pass
     return {
+        "ran": False,
         "python": None,
         "executable": python,
         "torch": None,

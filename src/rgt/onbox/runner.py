@@ -454,6 +454,7 @@ class Runner:
         self.received = []
         self.stop = threading.Event()
         self.save_error = None
+        self.previous = {}
 
     # -- state + log
 
@@ -511,9 +512,11 @@ class Runner:
             self.log(f"received {name}; forwarding it to the job's process group {proc.pid}")
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signum)
-        else:
+        elif proc is None:
             self.log(f"received {name} before the job started; delivering it at start")
             self.pending.append(signum)
+        else:
+            self.log(f"received {name} after the job ended; finishing the record")
 
     # -- main
 
@@ -584,6 +587,11 @@ class Runner:
         )
         if not os.path.isdir(workdir):
             return self._fail(f"workdir {workdir} does not exist (was the code pushed?)")
+        st = self.state
+        self.log(
+            f"run={st.get('run_id')} launch={st['launch']} host={st['host']} "
+            f"runner_pid={os.getpid()} starting in {workdir}"
+        )
 
         env = dict(os.environ)
         for key, value in (spec.get("env") or {}).items():
@@ -606,11 +614,6 @@ class Runner:
         env["RGT_RUN_DIR"] = self.run_dir
 
         argv = build_job_argv(str(spec["command"]), spec.get("setup"), spec.get("proxy_hook"))
-        st = self.state
-        self.log(
-            f"run={st.get('run_id')} launch={st['launch']} host={st['host']} "
-            f"runner_pid={os.getpid()} starting in {workdir}"
-        )
         try:
             self.proc = subprocess.Popen(
                 argv,

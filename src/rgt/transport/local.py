@@ -97,7 +97,7 @@ class LocalTransport:
         if not local.exists():
             raise TransportError(f"cannot push {local}: it does not exist")
         dest = Path(os.path.expanduser(remote))
-        dest.mkdir(parents=True, exist_ok=True)
+        _make_dir(dest)
         return self._copy(local, dest, timeout, retries, progress, exclude, upload=True)
 
     def get(
@@ -114,7 +114,7 @@ class LocalTransport:
         if not source.exists():
             raise TransportError(f"cannot pull {remote}: it does not exist on {self.where}")
         local = Path(local)
-        local.mkdir(parents=True, exist_ok=True)
+        _make_dir(local)
         return self._copy(source, local, timeout, retries, progress, exclude, upload=False)
 
     def _copy(
@@ -139,6 +139,7 @@ class LocalTransport:
             progress=progress,
             total=tree_size(source) if progress else 0,
             upload=upload,
+            arrived=None if upload else (lambda: tree_size(dest)),
         )
 
     def close(self) -> None:
@@ -149,6 +150,13 @@ class LocalTransport:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _make_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TransportError(f"cannot create directory {path}: {exc.strerror}") from None
 
 
 def _first_line(command: str) -> str:

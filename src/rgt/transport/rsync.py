@@ -123,6 +123,29 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
+def _own_io_when_exited(proc: subprocess.Popen[bytes], deadline: float) -> tuple[int, int] | None:
+    """(rchar, wchar) of `proc` itself, read after it exits but before it is reaped.
+
+    The per-thread file excludes children it reaped (its ssh), so for a sending rsync, wchar
+    is what it wrote into the connection, plus its own progress output. None without /proc.
+    """
+    while True:
+        try:
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+                break
+        except ChildProcessError:
+            return None
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.01)
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/io") as f:
+            fields = dict(line.split(": ", 1) for line in f.read().splitlines() if ": " in line)
+        return int(fields["rchar"]), int(fields["wchar"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def _run_attempt(
     argv: Sequence[str], *, timeout: float, progress: Progress | None, total: int, upload: bool
 ) -> _Attempt:
@@ -143,6 +166,8 @@ def _run_attempt(
         stats: dict[bytes, int] = {}
         pending = b""
         timed_out = False
+        read_from_stdout = 0
+        own_io: tuple[int, int] | None = None
         try:
             while True:
                 left = deadline - time.monotonic()
@@ -158,6 +183,7 @@ def _run_attempt(
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     break
+                read_from_stdout += len(chunk)
                 *lines, pending = re.split(rb"[\r\n]", pending + chunk)
                 for line in lines:
                     if m := _PROGRESS.match(line):
@@ -174,6 +200,7 @@ def _run_attempt(
                             progress(done, max(guess, done))
                     elif s := _STAT.match(line):
                         stats[s.group(1)] = _number(s.group(2))
+            own_io = None if timed_out else _own_io_when_exited(proc, deadline)
             rc = proc.wait()
         except BaseException:
             _stop(proc)
@@ -190,10 +217,15 @@ def _run_attempt(
             files=stats.get(b"Number of regular files transferred", files),
             timed_out=False,
         )
-    # Cut off mid-way: no --stats; the progress counter is the file data moved so far.
+    # Cut off mid-way, so no --stats. Sending, rsync's own write count is exact (less what it
+    # wrote to us); receiving, the caller measures what arrived. rsync's progress counter
+    # (updated about once a second) is the fallback where /proc is missing.
+    sent = done
+    if upload and own_io is not None:
+        sent = max(0, own_io[1] - read_from_stdout - len(stderr.encode()))
     return _Attempt(
         rc, stderr,
-        sent=done if upload else 0,
+        sent=sent if upload else 0,
         received=0 if upload else done,
         files=files,
         timed_out=timed_out,
@@ -210,18 +242,23 @@ def rsync_transfer(
     total: int,
     upload: bool,
     diagnose: Diagnose | None = None,
+    arrived: Callable[[], int] | None = None,
 ) -> TransferStats:
     """Run `argv` (a complete rsync command) until it succeeds or fails for good.
 
     At most ``1 + retries`` attempts, with exponential backoff between them. A failure that
     no retry can fix (a changed host key, a refused key, a full disk, no rsync on the box)
-    raises at once.
+    raises at once. `arrived` (bytes under a local destination) measures what a cut-off
+    download had already received.
     """
     started = time.monotonic()
     sent = received = files = attempts = 0
     while True:
         attempts += 1
+        before = arrived() if arrived is not None else 0
         a = _run_attempt(argv, timeout=timeout, progress=progress, total=total, upload=upload)
+        if arrived is not None and (a.rc != 0 or a.timed_out):
+            a.received = max(0, arrived() - before)
         sent += a.sent
         received += a.received
         files += a.files

@@ -35,7 +35,7 @@ from rgt.transport.base import (
     Unreachable,
     _one_line,
 )
-from rgt.transport.local import run_local
+from rgt.transport.local import _make_dir, run_local
 from rgt.transport.rsync import rsync_argv, rsync_transfer, tree_size
 
 CONTROL_PERSIST = 60
@@ -233,7 +233,7 @@ class SshTransport:
         argv += [
             "-o", "BatchMode=yes",
             "-o", "StrictHostKeyChecking=accept-new",
-            "-o", f"UserKnownHostsFile={self.known_hosts}",
+            "-o", f"UserKnownHostsFile={_option_path(self.known_hosts)}",
             "-o", "ControlMaster=auto",
             "-o", f"ControlPath={self.control_path}",
         ]
@@ -333,7 +333,7 @@ class SshTransport:
     ) -> TransferStats:
         """Copy the box's directory `remote` (its contents) into `local`, creating it."""
         local = Path(local)
-        local.mkdir(parents=True, exist_ok=True)
+        _make_dir(local)
         remote = _remote_path(remote)
         argv = rsync_argv(
             f"{self._rsync_host}:{remote}/", str(local) + "/", exclude=exclude,
@@ -342,6 +342,7 @@ class SshTransport:
         return rsync_transfer(
             argv, what=f"pulling {self.where}:{remote} to {local}", timeout=timeout,
             retries=retries, progress=progress, total=0, upload=False, diagnose=self._diagnose,
+            arrived=lambda: tree_size(local),
         )
 
     @property
@@ -451,6 +452,13 @@ class SshTransport:
             "host and port are current (rental consoles change them when an instance restarts)",
             rc=255, stderr=stderr,
         )
+
+
+def _option_path(path: Path) -> str:
+    """A path as an ssh option value: ssh splits some values on spaces unless quoted (macOS
+    keeps app data under "Application Support")."""
+    text = str(path)
+    return f'"{text}"' if any(c.isspace() for c in text) else text
 
 
 def _remote_path(path: str) -> str:

@@ -1,0 +1,84 @@
+"""LocalTransport: the same run/put/get semantics as SshTransport, on this machine."""
+
+import os
+import time
+
+import pytest
+
+from rgt.errors import UserError
+from rgt.transport import CommandTimeout, LocalTransport, Transport, TransportError
+
+
+@pytest.fixture
+def local():
+    return LocalTransport()
+
+
+def test_is_a_transport(local):
+    assert isinstance(local, Transport)
+
+
+def test_run_returns_stdout_stderr_and_rc(local):
+    r = local.run("echo out; echo err >&2; exit 3", check=False)
+    assert (r.rc, r.stdout, r.stderr, r.ok) == (3, "out\n", "err\n", False)
+
+
+def test_command_is_run_by_bash(local):
+    assert local.run('arr=(a b c); echo "${arr[1]}"').stdout == "b\n"
+
+
+def test_failed_command_raises_a_user_error_with_rc_and_stderr(local):
+    with pytest.raises(TransportError, match=r"`exit 4 # first` on localhost .*code 4") as info:
+        local.run("exit 4 # first\nsecond")
+    assert isinstance(info.value, UserError) and info.value.rc == 4
+
+
+def test_stdin_is_delivered(local):
+    assert local.run("wc -c", stdin=b"x" * 123_456).stdout.strip() == "123456"
+
+
+def test_timeout_raises_and_kills_the_whole_command(local, tmp_path):
+    flag = tmp_path / "survived"
+    started = time.monotonic()
+    with pytest.raises(CommandTimeout):
+        local.run(f"(sleep 2; touch {flag}) & sleep 30", timeout=0.5)
+    assert time.monotonic() - started < 3
+    time.sleep(2.5)
+    assert not flag.exists(), "a child of the timed-out command kept running"
+
+
+def test_put_and_get_round_trip(local, tmp_path):
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.txt").write_text("alpha\n")
+    (src / "sub" / "b.bin").write_bytes(os.urandom(50_000))
+    (src / "skip.tmp").write_text("no\n")
+    stats = local.put(src, str(tmp_path / "box" / "code"), exclude=["*.tmp"])
+    assert stats.attempts == 1 and stats.files == 2 and stats.bytes_sent > 50_000
+    assert (tmp_path / "box" / "code" / "sub" / "b.bin").read_bytes() == (
+        src / "sub" / "b.bin"
+    ).read_bytes()
+    assert not (tmp_path / "box" / "code" / "skip.tmp").exists()
+
+    stats = local.get(str(tmp_path / "box" / "code"), tmp_path / "back")
+    assert (tmp_path / "back" / "a.txt").read_text() == "alpha\n"
+    assert stats.attempts == 1 and stats.files == 2
+
+
+def test_missing_paths_are_user_errors(local, tmp_path):
+    with pytest.raises(TransportError, match="does not exist"):
+        local.put(tmp_path / "nope", str(tmp_path / "dst"))
+    with pytest.raises(TransportError, match="does not exist"):
+        local.get(str(tmp_path / "nope"), tmp_path / "dst")
+
+
+def test_unwritable_destination_is_not_retried(local, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_text("a")
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    started = time.monotonic()
+    with pytest.raises(TransportError, match="cannot create directory"):
+        local.put(src, str(blocker / "sub"))
+    assert time.monotonic() - started < 3
