@@ -39,7 +39,7 @@ def demo_job(directory: Path, steps: int) -> Path:
         "name": "mlp-demo",
         "workdir": ".",
         "run": f'{python} train_mlp.py --steps {steps} --ckpt-dir "$RGT_CKPT_DIR" '
-               f"--out out --save-every 50",
+               f"--out out --save-every 50 --sleep 0.02",
         "smoke": f"{python} train_mlp.py --steps 3 --ckpt-dir smoke-ckpt --out smoke-out",
         "outputs": ["out"],
         "checkpoint_dir": "$RGT_CKPT_DIR",
