@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from rgt.errors import UserError
 from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.watch import refresh
+from rgt.platforms import platform_for
 from rgt.profiles import Profile, load_profile
 from rgt.store import Box, Store, rgt_home
 
@@ -65,7 +66,8 @@ class DownPlan:
     @property
     def automated(self) -> bool:
         """Can rgt stop the meter itself, or must the user click the console?"""
-        return self.box.is_local
+        platform = platform_for(self.box.profile)
+        return self.box.is_local or (platform is not None and hasattr(platform, "stop_meter"))
 
 
 def plan_down(store: Store, box_name: str) -> DownPlan:
@@ -107,14 +109,19 @@ def execute_down(store: Store, plan: DownPlan, *, discarded: bool) -> str:
     box = plan.box
     if discarded and plan.live:
         _stop_live_runs(store, box)
+    platform = platform_for(box.profile)
     if box.is_local:
         shutil.rmtree(box.data_dir, ignore_errors=True)
         outcome = f"removed scratch {box.data_dir}; kept durable {box.durable_dir}"
+    elif platform is not None and hasattr(platform, "stop_meter"):
+        outcome = platform.stop_meter(store, box)
+        box = store.box(box.name)  # the platform may have recorded what still bills
     else:
         stop = plan.profile.meter_stop
         outcome = f"you confirmed the console step: {stop.how or stop.name}"
+    still_billing = box.extra.get("still_billing") or plan.still_billing
     store.update_box(box.name, state="down", down_at=time.time(),
-                     extra={**box.extra, "still_billing": plan.still_billing})
+                     extra={**box.extra, "still_billing": still_billing})
     store.add_evidence("teardown-confirmed", box.name, True,
                        {"verb": plan.profile.meter_stop.name, "discarded_results": discarded,
                         "unverified": plan.unverified, "live": plan.live, "outcome": outcome})

@@ -18,6 +18,7 @@ from rgt.errors import UserError
 from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.onbox import write_file
 from rgt.onbox import script_source
+from rgt.platforms import platform_for
 from rgt.profiles import Profile, load_profile
 from rgt.spec import JobSpec, drop_torch_installs
 from rgt.store import Box, Run, Store
@@ -103,6 +104,12 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, progress=None) -> tupl
                          "environment (AD9/LAM7)")
     secret_bytes = secret_values(spec)
     run_id = new_run_id(spec.name)
+    platform = platform_for(box.profile)
+    if platform is not None and hasattr(platform, "launch"):
+        # e.g. Slurm: sbatch replaces the detached runner; the run record carries
+        # spec["platform_run"] so watch asks the platform, not the on-box probe.
+        return platform.launch(store, box, spec.model_copy(update={"setup": setup}),
+                               run_id), notes
     layout = Layout.of(box, run_id)
     transport = transport_for(box)
     try:

@@ -15,6 +15,7 @@ from typing import Any
 from rgt.errors import UserError
 from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.onbox import run_json
+from rgt.platforms import platform_for
 from rgt.store import Box, Run, Store
 from rgt.transport import Transport
 
@@ -34,21 +35,25 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
     if box.state != "up":
         return {"status": run.status, "exit_code": run.exit_code, "ended": None,
                 "note": "box is down"}
-    own = transport is None
-    transport = transport or transport_for(box)
-    try:
-        report = probe(transport, box, run)
-    finally:
-        if own:
-            transport.close()
-    summary = summarize(report)
+    platform = platform_for(box.profile)
+    if platform is not None and hasattr(platform, "refresh") and run.spec.get("platform_run"):
+        summary = platform.refresh(store, box, run)
+    else:
+        own = transport is None
+        transport = transport or transport_for(box)
+        try:
+            report = probe(transport, box, run)
+        finally:
+            if own:
+                transport.close()
+        summary = summarize(report)
     if summary["status"] != run.status or summary["exit_code"] != run.exit_code:
         store.update_run(run.id, status=summary["status"], exit_code=summary["exit_code"])
         store.record("status", {"from": run.status, "to": summary["status"],
                                 "exit_code": summary["exit_code"],
                                 "causes": summary.get("causes")}, box=box.name, run=run.id)
         run.status, run.exit_code = summary["status"], summary["exit_code"]
-    store.record("probe", {"disks": summary["disks"]}, box=box.name, run=run.id)
+    store.record("probe", {"disks": summary.get("disks", {})}, box=box.name, run=run.id)
     return summary
 
 

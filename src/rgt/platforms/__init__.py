@@ -1,0 +1,46 @@
+"""Control-plane code for platforms where data is not enough.
+
+A platform module implements the parts of the `Platform` protocol its control plane offers;
+the verbs ask `platform_for(profile)` and fall back to the SSH-and-runner path where a method
+is absent. A platform never decides whether teardown is safe: `rgt down` does, then calls
+`stop_meter`.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any, Protocol
+
+# profile name → "module:Class", imported only when a box of that profile is used.
+REGISTRY: dict[str, str] = {
+    "lambda": "rgt.platforms.lambda_cloud:LambdaPlatform",
+    "vastai": "rgt.platforms.vastai:VastPlatform",
+    "slurm": "rgt.platforms.slurm:SlurmPlatform",
+}
+
+
+class Platform(Protocol):
+    """What a control plane may provide. Every method is optional."""
+
+    def stop_meter(self, store: Any, box: Any) -> str:
+        """Run the profile's meter-stop verb through the API; return what happened."""
+
+    def launch(self, store: Any, box: Any, spec: Any, run_id: str) -> Any:
+        """Start a run the platform's way (e.g. sbatch) instead of the detached runner."""
+
+    def refresh(self, store: Any, box: Any, run: Any) -> dict[str, Any]:
+        """The run's state from the platform (squeue/sacct, instance status …)."""
+
+
+def platform_for(profile: str) -> Platform | None:
+    target = REGISTRY.get(profile)
+    if target is None:
+        return None
+    module_name, class_name = target.split(":")
+    try:
+        module = import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name == module_name:
+            return None  # not built yet: the generic path applies
+        raise
+    return getattr(module, class_name)()
