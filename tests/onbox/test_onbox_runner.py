@@ -332,6 +332,10 @@ def test_detach_via_stdin_returns_at_once_and_relaunch_counts(make_run):
     state = wait_status(run_dir, ("succeeded", "failed"))
     assert state["status"] == "succeeded" and state["runner_pid"] == report["runner_pid"]
     assert state["launch"] == 1
+    # "succeeded" is written just before the runner exits and lets go of its lock
+    deadline = time.monotonic() + 10
+    while runner.pid_alive(report["runner_pid"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
     again = subprocess.run(
         [sys.executable, str(script_path("runner")), str(run_dir)], timeout=30, capture_output=True

@@ -182,3 +182,14 @@ def test_secret_on_stdin_never_appears_in_any_cmdline(ssh):
     assert r.stdout.strip() == str(len(secret))  # the secret did arrive
     assert seen_marker.is_set(), "the /proc scan never saw the running command"
     assert leaks == []
+
+
+def test_known_hosts_path_with_spaces(sshd_server, tmp_path):
+    known = tmp_path / "Application Support" / "rgt" / "known_hosts"
+    with SshTransport(sshd_server.target, known_hosts=known) as t:
+        assert t.run("echo ok").stdout == "ok\n"
+        (tmp_path / "src").mkdir()
+        (tmp_path / "src" / "f").write_text("x")
+        t.put(tmp_path / "src", str(tmp_path / "dst"))
+    assert (tmp_path / "dst" / "f").read_text() == "x"
+    assert "127.0.0.1" in known.read_text() or known.read_text().startswith("|1|")

@@ -7,10 +7,12 @@ plain dicts stay torch-free.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import pickle
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,13 +74,37 @@ def _torch_estimate(state: Any) -> int:
     return sum(storages.values()) + counter.n + _PER_STORAGE * len(storages) + _FIXED
 
 
+_CRC_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_torch_crc32(torch: Any) -> Iterator[None]:
+    """Skip torch.save's per-record CRC32 while we write: torch.load never checks it, and our
+    own crc32 + sha256 of the whole file (recorded in the sidecar) cover every byte. It is a
+    process-wide torch option, so it is flipped under a lock and always restored."""
+    ser = torch.serialization
+    get = getattr(ser, "get_crc32_options", None)
+    set_ = getattr(ser, "set_crc32_options", None)
+    if get is None or set_ is None:
+        yield
+        return
+    with _CRC_LOCK:
+        before = get()
+        set_(False)
+        try:
+            yield
+        finally:
+            set_(before)
+
+
 def prepare(state: Any, fmt: str) -> Prepared:
     fmt = resolve_format(fmt)
     if fmt == "torch":
         import torch
 
         def write(f: Any) -> None:
-            torch.save(state, f)
+            with _without_torch_crc32(torch):
+                torch.save(state, f)
 
         return Prepared(fmt, _torch_estimate(state), write)
     data = pickle.dumps(state, protocol=5)

@@ -69,7 +69,7 @@ class SaveRecord:
     durable: bool = False
     durable_url: str | None = None
     durable_error: str | None = None
-    pruned: tuple[str, ...] = ()
+    pruned: tuple[str, ...] = ()  # async saves; a sync save prunes in the background
 
 
 @dataclass(frozen=True)
@@ -370,6 +370,8 @@ class Checkpointer:
         self._lock = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
         self._pending: tuple[int, Future[SaveRecord]] | None = None
+        self._housekeeping: Future[None] | None = None
+        self._housekeeping_pool: ThreadPoolExecutor | None = None
         self._stager: Any = None
         self._async_cache = async_cache
         self.last_stall_s: float | None = None
@@ -405,20 +407,24 @@ class Checkpointer:
         try:
             self._collect()
         finally:
-            if self._executor is not None:
-                self._executor.shutdown(wait=True)
-                self._executor = None
+            self._settle()
+            for pool in (self._executor, self._housekeeping_pool):
+                if pool is not None:
+                    pool.shutdown(wait=True)
+            self._executor = self._housekeeping_pool = None
 
     # ------------------------------------------------------------------ listing
 
     def list(self, *, verify: bool = False) -> list[CheckpointInfo]:
         """Checkpoints oldest first; `verify=True` also checks each sha256 (reads every file)."""
+        self._settle()
         with self._lock:
             return list_checkpoints(self.directory, verify=verify)
 
     @property
     def latest_path(self) -> Path | None:
         """Newest checkpoint whose sidecar and size check out (load_latest also checks crc)."""
+        self._settle()
         with self._lock:
             for e in _scan(self.directory):
                 if e.problem is None:
@@ -428,6 +434,7 @@ class Checkpointer:
     @property
     def best_path(self) -> Path | None:
         """Best checkpoint by metric (per `mode`), among those whose sidecar checks out."""
+        self._settle()
         with self._lock:
             metas = {e.step: e.meta for e in _scan(self.directory) if e.problem is None}
         best = _keep_policy(metas, 0, 1, self.mode)  # type: ignore[arg-type]
@@ -436,8 +443,10 @@ class Checkpointer:
     # ------------------------------------------------------------------ saving
 
     def _previous_name(self) -> str | None:
-        latest = self.latest_path
-        return latest.name if latest else None
+        for e in _scan(self.directory):  # no _settle(): may run under self._lock
+            if e.problem is None:
+                return e.data.name
+        return None
 
     def _prepare(self, state: Any, step: int) -> tuple[_format.Prepared, int]:
         if not isinstance(step, int) or isinstance(step, bool) or step < 0:
@@ -475,13 +484,22 @@ class Checkpointer:
         return exc
 
     def _write(
-        self, prepared: _format.Prepared, needed: int, step: int, metric: Any, t_start: float
+        self,
+        prepared: _format.Prepared,
+        needed: int,
+        step: int,
+        metric: Any,
+        t_start: float,
+        defer_prune: bool = False,
     ) -> SaveRecord:
         metric_f = None if metric is None else float(metric)
         t0 = time.perf_counter()
         try:
+            # No directory fsync yet: the one after the sidecar's rename covers both renames
+            # (and a sidecar without its data file is never trusted anyway).
             written = _io.atomic_write(
-                self.directory, data_name(step), prepared.write, fsync=self.fsync
+                self.directory, data_name(step), prepared.write, fsync=self.fsync,
+                sync_dir=False,
             )
         except OSError as err:
             if err.errno in _io.SPACE_ERRNOS:
@@ -515,7 +533,13 @@ class Checkpointer:
                 raise self._space_error(step, needed, err) from err
             raise
         write_s = time.perf_counter() - t0
-        pruned = self._prune_local()
+        if defer_prune:
+            # Deleting a multi-GB file takes a while on some filesystems (ext4 with discard:
+            # ~0.4 s/GB); do it off the training loop. The next call waits for it.
+            pruned: list[str] = []
+            self._housekeeping = self._housekeeper().submit(self._prune_quietly)
+        else:
+            pruned = self._prune_local()
         durable, durable_url, durable_error = False, None, None
         if self._mirror is not None:
             durable, durable_url, durable_error = self._mirror_one(
@@ -548,7 +572,7 @@ class Checkpointer:
         self._collect()
         prepared, needed = self._prepare(state, step)
         with self._lock:
-            rec = self._write(prepared, needed, step, metric, t_start)
+            rec = self._write(prepared, needed, step, metric, t_start, defer_prune=True)
         self.last_stall_s = time.perf_counter() - t_start
         return rec
 
@@ -579,7 +603,27 @@ class Checkpointer:
         self.last_stall_s = time.perf_counter() - t_start
         return fut
 
+    def _housekeeper(self) -> ThreadPoolExecutor:
+        if self._housekeeping_pool is None:
+            self._housekeeping_pool = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="rgt-ckpt-prune")
+        return self._housekeeping_pool
+
+    def _prune_quietly(self) -> None:
+        try:
+            with self._lock:
+                self._prune_local()
+        except Exception as err:  # noqa: BLE001 - housekeeping must not break training
+            log.warning("could not prune %s: %s", self.directory, err)
+
+    def _settle(self) -> None:
+        """Wait for a deferred prune (never raises: it logs its own errors)."""
+        fut, self._housekeeping = self._housekeeping, None
+        if fut is not None:
+            fut.result()
+
     def _collect(self) -> SaveRecord | None:
+        self._settle()
         if self._pending is None:
             return None
         step, fut = self._pending

@@ -1,0 +1,361 @@
+"""Lambda Cloud (On-Demand Cloud) through its REST API.
+
+Docs: https://docs.lambda.ai/api/cloud (API base https://cloud.lambdalabs.com/api/v1; basic auth
+with the key as the user name, or Bearer), https://docs.lambda.ai/public-cloud/filesystems,
+https://docs.lambda.ai/public-cloud/billing.
+
+The platform's shape, and what this module does about it:
+
+- Capacity, not eviction, is the bottleneck (LAM5): `lambda_up` polls `GET /instance-types` for
+  `regions_with_capacity_available` and launches the moment a region appears, within a bounded
+  wait.
+- A filesystem attaches at launch only and must live in the instance's region (LAM2): we look the
+  filesystem up first and refuse a region mismatch before anything is launched (or billed).
+- No static IP (LAM10): the IP is read from `GET /instances/{id}` on every launch.
+- The meter stops only through `POST /instance-operations/terminate` (LAM3: an in-box shutdown
+  leaves the instance in Alert, still billing), and we confirm the instance really reaches
+  `terminated`.
+- The filesystem outlives the instance and bills $0.20/GiB/month until deleted (LAM6): teardown
+  records that in `box.extra["still_billing"]`, so `rgt ls` keeps showing it.
+
+The key is `LAMBDA_API_KEY`, read from the environment by name (never argv, never printed).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rgt.errors import UserError
+from rgt.platforms.http import ApiClient, ApiError, poll_interval
+from rgt.store import Box, Store
+from rgt.transport import SshTarget
+
+API_URL = "https://cloud.lambdalabs.com/api/v1"  # docs.lambda.ai/api/cloud
+KEY_ENV = "LAMBDA_API_KEY"
+URL_ENV = "RGT_LAMBDA_API_URL"
+FS_USD_PER_GIB_MONTH = 0.20  # docs.lambda.ai/public-cloud/filesystems (LAM6)
+CONSOLE = "https://cloud.lambda.ai"
+
+Notify = Callable[[str], None]
+
+
+def client() -> ApiClient:
+    return ApiClient(service="Lambda Cloud", key_env=KEY_ENV, url_env=URL_ENV,
+                     default_url=API_URL, auth="basic")
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+# instance types and capacity ---------------------------------------------------------------
+
+@dataclass
+class InstanceType:
+    name: str
+    description: str
+    usd_per_hour: float
+    regions: list[str]  # regions with capacity available right now
+
+    @classmethod
+    def from_api(cls, entry: dict[str, Any]) -> InstanceType:
+        it = entry.get("instance_type", {})
+        return cls(name=it.get("name", ""), description=it.get("description", ""),
+                   usd_per_hour=(it.get("price_cents_per_hour") or 0) / 100,
+                   regions=[r["name"] for r in entry.get("regions_with_capacity_available", [])])
+
+
+def parse_gpu(gpu: str) -> tuple[str, int]:
+    """'H100:1' → ('h100', 1); 'A100' → ('a100', 1)."""
+    name, _, count = gpu.partition(":")
+    if not name or (count and not count.isdigit()):
+        raise UserError(f"--gpu {gpu!r}: write it as TYPE:COUNT, e.g. H100:1 or A100:8, or give a "
+                        "Lambda instance type name such as gpu_1x_h100_pcie")
+    return name.strip().lower(), int(count or 1)
+
+
+def matching_types(types: list[InstanceType], gpu: str) -> list[InstanceType]:
+    """The instance types that fit `gpu` ('H100:1' or an exact type name), cheapest first."""
+    exact = [t for t in types if t.name == gpu]
+    if exact:
+        return exact
+    name, count = parse_gpu(gpu)
+    pattern = re.compile(rf"^gpu_{count}x_{re.escape(name)}(_|$)")
+    return sorted((t for t in types if pattern.match(t.name)), key=lambda t: t.usd_per_hour)
+
+
+def instance_types(api: ApiClient) -> list[InstanceType]:
+    data = api.get("/instance-types").get("data", {})
+    return [InstanceType.from_api(entry) for entry in data.values()]
+
+
+def capacity(gpu: str | None = None) -> list[InstanceType]:
+    """Every instance type (or those matching `gpu`) with where it can launch right now."""
+    with client() as api:
+        types = instance_types(api)
+    return matching_types(types, gpu) if gpu else sorted(types, key=lambda t: t.usd_per_hour)
+
+
+# filesystems --------------------------------------------------------------------------------
+
+def find_filesystem(api: ApiClient, name: str) -> dict[str, Any]:
+    filesystems = api.get("/file-systems").get("data", [])
+    for fs in filesystems:
+        if fs.get("name") == name or fs.get("id") == name:
+            return fs
+    known = ", ".join(f"{fs.get('name')} ({_region(fs)})" for fs in filesystems) or "none"
+    raise UserError(f"no Lambda filesystem named {name!r} (yours: {known}); create it in the "
+                    f"console (Storage) in the region you will launch in — it cannot be attached "
+                    f"after launch (LAM2)")
+
+
+def _region(fs: dict[str, Any]) -> str:
+    region = fs.get("region")
+    return region.get("name", "") if isinstance(region, dict) else str(region or "")
+
+
+def filesystem_billing_line(fs: dict[str, Any]) -> str:
+    gib = (fs.get("bytes_used") or 0) / 2**30
+    return (f"Lambda filesystem {fs.get('name')} in {_region(fs)} ({gib:.1f} GiB used): "
+            f"${FS_USD_PER_GIB_MONTH:.2f}/GiB/month ≈ ${gib * FS_USD_PER_GIB_MONTH:.2f}/month "
+            f"until you delete it (console → Storage → Delete) (LAM6)")
+
+
+# launch ----------------------------------------------------------------------------------
+
+def _ssh_key_name(api: ApiClient, ssh_key: str | None) -> str:
+    if ssh_key:
+        return ssh_key
+    keys = api.get("/ssh-keys").get("data", [])
+    if len(keys) == 1:
+        return keys[0]["name"]
+    names = ", ".join(k.get("name", "?") for k in keys) or "none yet"
+    raise UserError(f"pick the SSH key Lambda should install with --ssh-key NAME (yours: {names});"
+                    " add one in the console (SSH keys) if you have none")
+
+
+def wait_for_capacity(api: ApiClient, gpu: str, region: str | None, *, wait_s: float,
+                      poll_s: float, on_wait: Notify) -> tuple[InstanceType, str]:
+    """Poll GET /instance-types until a matching type has capacity (in `region`, if given)."""
+    deadline = time.monotonic() + wait_s
+    polls = 0
+    while True:
+        polls += 1
+        types = instance_types(api)
+        candidates = matching_types(types, gpu)
+        if not candidates:
+            known = ", ".join(sorted(t.name for t in types)) or "none"
+            raise UserError(f"Lambda has no instance type for --gpu {gpu} (types: {known})")
+        for itype in candidates:  # cheapest first
+            regions = itype.regions if region is None else [r for r in itype.regions
+                                                            if r == region]
+            if regions:
+                return itype, regions[0]
+        left = deadline - time.monotonic()
+        where = f"in {region}" if region else "in any region"
+        if left <= 0:
+            raise UserError(
+                f"no Lambda capacity for {gpu} {where} after waiting {wait_s:.0f} s "
+                f"({polls} polls of GET /instance-types); nothing was launched or billed. "
+                f"Wait longer (--wait), try another GPU type"
+                + ("" if region is None else " or region (a filesystem pins the region)")
+                + " (LAM5)")
+        on_wait(f"no capacity for {gpu} {where} yet (poll {polls}); checking again in "
+                f"{min(poll_s, left):.0f} s, giving up in {left:.0f} s (LAM5)")
+        time.sleep(min(poll_s, max(left, 0.01)))
+
+
+def wait_for_active(api: ApiClient, instance_id: str, *, wait_s: float, poll_s: float,
+                    on_wait: Notify) -> dict[str, Any]:
+    deadline = time.monotonic() + wait_s
+    last = ""
+    while True:
+        inst = api.get(f"/instances/{instance_id}").get("data", {})
+        status = inst.get("status", "")
+        if status == "active" and inst.get("ip"):
+            return inst
+        if status in ("terminated", "terminating", "unhealthy"):
+            raise UserError(f"Lambda instance {instance_id} went {status} while booting; "
+                            + ("it may still be billing: terminate it in the console"
+                               if status == "unhealthy" else "nothing more is billing"))
+        if time.monotonic() > deadline:
+            raise UserError(f"Lambda instance {instance_id} is still {status or 'unknown'} after "
+                            f"{wait_s:.0f} s and IS BILLING: check {CONSOLE}, or terminate it "
+                            f"there if it never comes up")
+        if status != last:
+            on_wait(f"instance {instance_id}: {status or 'pending'}")
+            last = status
+        time.sleep(poll_s)
+
+
+def lambda_up(store: Store, name: str, gpu: str = "H100:1", region: str | None = None,
+              filesystem: str | None = None, *, ssh_key: str | None = None,
+              wait_s: float = 1800, poll_s: float | None = None, boot_wait_s: float = 900,
+              on_wait: Notify = _quiet, identity: str | None = None, ssh_user: str = "ubuntu",
+              ssh_port: int | None = None, data_dir: str | None = None,
+              durable_dir: str | None = None) -> Box:
+    """Launch a Lambda instance when capacity appears, wait for it, register it as box `name`."""
+    from rgt.lifecycle import boxes  # the lifecycle imports platforms; keep this one lazy
+
+    existing = store.find_box(name)
+    if existing and existing.state == "up":
+        raise UserError(f"a box named {name!r} is already up; pick another name")
+    poll_s = poll_interval() if poll_s is None else poll_s
+    with client() as api:
+        fs = None
+        if filesystem:
+            fs = find_filesystem(api, filesystem)
+            fs_region = _region(fs)
+            if region and region != fs_region:
+                raise UserError(
+                    f"filesystem {fs['name']} lives in {fs_region} but you asked for {region}: "
+                    f"a Lambda filesystem attaches only at launch and only to an instance in its "
+                    f"own region (LAM2). Use --region {fs_region}, or launch without it")
+            region = fs_region
+        key_name = _ssh_key_name(api, ssh_key)
+        while True:
+            itype, where = wait_for_capacity(api, gpu, region, wait_s=wait_s, poll_s=poll_s,
+                                             on_wait=on_wait)
+            body = {"region_name": where, "instance_type_name": itype.name,
+                    "ssh_key_names": [key_name],
+                    "file_system_names": [fs["name"]] if fs else [],
+                    "quantity": 1, "name": name}
+            try:
+                launched = api.post("/instance-operations/launch", body)
+                break
+            except ApiError as err:
+                if "insufficient-capacity" not in err.code:
+                    raise
+                on_wait(f"{itype.name} in {where} was taken before our launch; polling again")
+        instance_id = launched["data"]["instance_ids"][0]
+        store.record("cloud-launch", {"platform": "lambda", "instance_id": instance_id,
+                                      "type": itype.name, "region": where,
+                                      "filesystem": fs and fs["name"]}, box=name)
+        on_wait(f"launched {itype.name} in {where} (${itype.usd_per_hour:.2f}/h, billing from "
+                f"health check): instance {instance_id}")
+        inst = wait_for_active(api, instance_id, wait_s=boot_wait_s, poll_s=poll_s,
+                               on_wait=on_wait)
+    ip = inst["ip"]  # LAM10: read every launch, never remembered
+    target = SshTarget(host=ip, port=ssh_port, user=ssh_user,
+                       identity=None if identity is None else Path(identity).expanduser())
+    # Without a filesystem there is no durable tier on the box: results must be pulled home.
+    durable = durable_dir or (f"/lambda/nfs/{fs['name']}" if fs else data_dir or "/home/ubuntu")
+    box = _register(store, name, "lambda", target, rate=itype.usd_per_hour, data_dir=data_dir,
+                    durable_dir=durable, boxes=boxes, instance=instance_id, on_wait=on_wait)
+    extra = {**box.extra, "platform": "lambda", "instance_id": instance_id,
+             "instance_type": itype.name, "region": where, "ip": ip}
+    if fs:
+        extra["filesystem"] = {"name": fs["name"], "id": fs.get("id"), "region": _region(fs)}
+    else:
+        extra["notes"] = ["no filesystem attached: nothing on this box survives terminate; "
+                          "pull results home before `rgt down` (LAM1)"]
+    store.update_box(name, extra=extra)
+    return store.box(name)
+
+
+def _register(store: Store, name: str, profile: str, target: SshTarget, *, rate: float | None,
+              data_dir: str | None, durable_dir: str | None, boxes: Any, instance: str,
+              on_wait: Notify, attempts: int = 10) -> Box:
+    """`rgt up` for the new instance, retrying while its sshd is still starting."""
+    for attempt in range(attempts):
+        try:
+            box, _, _ = boxes.up(store, name, profile, target, rate=rate, data_dir=data_dir,
+                                 durable_dir=durable_dir)
+            return box
+        except UserError as err:
+            if attempt == attempts - 1:
+                raise UserError(f"instance {instance} is up (and BILLING) but SSH to "
+                                f"{target.user}@{target.host} failed: {err}. Fix SSH and "
+                                f"register it with `rgt up`, or terminate it in the console"
+                                ) from None
+            on_wait(f"SSH not answering yet ({err}); retrying")
+            time.sleep(min(3.0, poll_interval()))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# status and teardown -----------------------------------------------------------------------
+
+def instance_status(box: Box) -> dict[str, Any]:
+    """What Lambda says about the box's instance, with what it means for the bill."""
+    instance_id = _instance_id(box)
+    with client() as api:
+        try:
+            inst = api.get(f"/instances/{instance_id}").get("data", {})
+        except ApiError as err:
+            if err.status == 404:
+                return {"instance_id": instance_id, "status": "gone", "billing": False,
+                        "advice": "the instance no longer exists"}
+            raise
+    status = inst.get("status", "unknown")
+    advice = {
+        "booting": "starting; billing begins when it passes health checks",
+        "active": "running and billing by the minute",
+        "unhealthy": "Alert/unhealthy and STILL BILLING (LAM3): an in-box shutdown does not stop "
+                     "the meter; terminate it (`rgt down`) after pulling results",
+        "terminating": "terminating; billing stops once terminated",
+        "terminated": "terminated; the instance no longer bills",
+    }.get(status, "unknown state: check the console")
+    return {"instance_id": instance_id, "status": status, "ip": inst.get("ip"),
+            "region": (inst.get("region") or {}).get("name"),
+            "billing": status in ("booting", "active", "unhealthy"), "advice": advice}
+
+
+def _instance_id(box: Box) -> str:
+    instance_id = box.extra.get("instance_id")
+    if not instance_id:
+        raise UserError(f"box {box.name!r} has no Lambda instance id (registered with `rgt up`, "
+                        "not `rgt rent`): terminate it in the console")
+    return str(instance_id)
+
+
+class LambdaPlatform:
+    """The Platform hook for `rgt down`: terminate through the API, then confirm."""
+
+    confirm_s: float = 300
+
+    def stop_meter(self, store: Store, box: Box) -> str:
+        instance_id = _instance_id(box)
+        poll_s = poll_interval()
+        with client() as api:
+            # LAM3: the meter stops only through terminate, never an in-box shutdown.
+            api.post("/instance-operations/terminate", {"instance_ids": [instance_id]})
+            store.record("cloud-terminate", {"instance_id": instance_id}, box=box.name)
+            deadline = time.monotonic() + self.confirm_s
+            while True:
+                try:
+                    status = api.get(f"/instances/{instance_id}").get("data", {}).get("status")
+                except ApiError as err:
+                    if err.status != 404:
+                        raise
+                    status = "terminated"  # gone from the list: nothing left to bill
+                if status == "terminated":
+                    break
+                if status == "unhealthy":
+                    raise UserError(f"Lambda instance {instance_id} is unhealthy (Alert) after "
+                                    f"terminate and may still be billing (LAM3): terminate it "
+                                    f"in the console ({CONSOLE}) and check it disappears")
+                if time.monotonic() > deadline:
+                    raise UserError(f"terminate was accepted but instance {instance_id} is still "
+                                    f"{status} after {self.confirm_s:.0f} s; it may still be "
+                                    f"billing — check {CONSOLE}")
+                time.sleep(poll_s)
+            still_billing = []
+            fs_info = box.extra.get("filesystem")
+            if fs_info:
+                try:
+                    fs = find_filesystem(api, fs_info.get("id") or fs_info["name"])
+                except UserError:
+                    fs = None  # already deleted: nothing bills
+                if fs is not None:
+                    still_billing.append(filesystem_billing_line(fs))
+        extra = {**store.box(box.name).extra, "still_billing": still_billing,
+                 "terminated_at": time.time()}
+        store.update_box(box.name, extra=extra)
+        store.record("cloud-terminated", {"instance_id": instance_id,
+                                          "still_billing": still_billing}, box=box.name)
+        return f"terminated Lambda instance {instance_id} (confirmed: status terminated)"

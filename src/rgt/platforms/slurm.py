@@ -1,0 +1,793 @@
+"""Slurm: `sbatch` replaces the detached runner; squeue/scontrol/sacct replace the probe.
+
+`rgt run` on a Slurm box pushes the workdir to the login node (through the box's transport, so
+a local login node and one behind SSH behave the same), writes a batch script into the run
+directory and submits it. The script is *requeue-safe*: it starts again from its top after a
+walltime warning or a preemption and the trainer resumes from its latest checkpoint on the
+durable (shared) tier — never node-local ``$TMPDIR`` (SLURM5).
+
+The preemption path, end to end:
+
+1. ``#SBATCH --signal=B:TERM@LEAD`` (LEAD = checkpoint write time + Slurm's 60 s jitter,
+   SLURM2; see `signal_lead`) signals the batch shell only.
+2. The batch shell traps TERM and forwards it to the step (``srun`` relays it to every process
+   of the step); the trainer's `PreemptionFlag` checkpoints at a safe point (SLURM1) and exits
+   85 (`rgt.ckpt.EXIT_PREEMPTED`). The shell re-waits after the trap, so it sees that 85.
+3. The batch shell then runs ``scontrol requeue $SLURM_JOB_ID``: the same job ID goes back to
+   the queue and the identical script resumes from the checkpoint. ``--open-mode=append`` keeps
+   one log across attempts.
+
+Pure functions (`render_batch_script`, `render_array_script`, `signal_lead`, `grid_cells`,
+`array_range`, `dependency_option`, `torchrun_command`, `parse_records`, `summarize_jobs`) build
+and read the text; `SlurmPlatform` runs it through the transport.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import shlex
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rgt.errors import UserError
+from rgt.lifecycle.boxes import transport_for
+from rgt.lifecycle.launch import Layout, job_environment, secret_values
+from rgt.lifecycle.onbox import write_file
+from rgt.profiles import load_profile
+from rgt.spec import JobSpec
+from rgt.store import Box, Run, Store
+from rgt.transport import Transport
+
+EXIT_PREEMPTED = 85          # rgt.ckpt.EXIT_PREEMPTED: "checkpointed on a signal, requeue me"
+SIGNAL_JITTER_S = 60         # Slurm may send the --signal warning up to 60 s early or late
+DEFAULT_CKPT_WRITE_S = 30    # assumed checkpoint write time when the spec does not measure one
+DEFAULT_RDZV_PORT = 29500
+LOG_TAIL_LINES = 40
+
+# Spec env knobs this module reads (documented in the report; none is required).
+ENV_CKPT_WRITE_S = "RGT_CKPT_WRITE_S"            # measured checkpoint write time, seconds
+ENV_SIGNAL_JITTER_S = "RGT_SLURM_SIGNAL_JITTER_S"  # override the 60 s jitter (tests)
+ENV_SIGNAL_LEAD_S = "RGT_SLURM_SIGNAL_LEAD_S"    # override LEAD outright
+ENV_SBATCH_ARGS = "RGT_SLURM_SBATCH_ARGS"        # extra #SBATCH words: "--partition=gpu -A x"
+ENV_PROXY_HOOK = "RGT_SLURM_HOOK"                # e.g. "module load cuda" / apptainer setup
+ENV_NPROC_PER_NODE = "RGT_NPROC_PER_NODE"        # torchrun workers per node
+ENV_RDZV_PORT = "RGT_RDZV_PORT"                  # torchrun c10d rendezvous port
+
+LIVE_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
+               "RESIZING", "SUSPENDED", "RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT",
+               "STOPPED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
+RUNNING_STATES = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "STOPPED"}
+METRICS_LINE = re.compile(r"\bstep=\d+\b.*\b[A-Za-z_]\w*=[-+]?\d")
+OOM_LINE = re.compile(r"exceeded memory limit \((\d+) > (\d+)\)|oom[-_ ]kill", re.IGNORECASE)
+
+
+# ----------------------------------------------------------------------------- pure helpers
+
+
+def signal_lead(ckpt_write_s: float = DEFAULT_CKPT_WRITE_S,
+                jitter_s: float = SIGNAL_JITTER_S) -> int:
+    """Seconds before the walltime to send the warning: a full checkpoint + the jitter (SLURM2).
+
+    Slurm may deliver ``--signal`` up to 60 s early or late, so the checkpoint must fit in the
+    lead even when the signal comes 60 s late.
+    """
+    if ckpt_write_s < 0 or jitter_s < 0:
+        raise ValueError("checkpoint time and jitter are non-negative seconds")
+    return max(1, math.ceil(ckpt_write_s + jitter_s))
+
+
+def lead_for(env: Mapping[str, str]) -> int:
+    """`signal_lead` from the spec's env: RGT_SLURM_SIGNAL_LEAD_S wins, else the two parts."""
+    try:
+        if env.get(ENV_SIGNAL_LEAD_S):
+            return max(1, math.ceil(float(env[ENV_SIGNAL_LEAD_S])))
+        return signal_lead(float(env.get(ENV_CKPT_WRITE_S) or DEFAULT_CKPT_WRITE_S),
+                           float(env.get(ENV_SIGNAL_JITTER_S) or SIGNAL_JITTER_S))
+    except ValueError as err:
+        raise UserError(f"spec env: signal lead settings must be seconds ({err})") from None
+
+
+_SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+_UNIT_TIME = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$", re.IGNORECASE)
+
+
+def slurm_time(value: str) -> str:
+    """A walltime Slurm accepts: its own formats pass through; 90m / 2h / 1d / 45s convert."""
+    value = str(value).strip()
+    if _SLURM_TIME.match(value):
+        return value
+    match = _UNIT_TIME.match(value)
+    if match:
+        seconds = float(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2].lower()]
+        minutes = max(1, math.ceil(seconds / 60))  # Slurm's granularity is one minute
+        return f"{minutes // 60:02d}:{minutes % 60:02d}:00"
+    raise UserError(f"resources.time {value!r}: expected HH:MM:SS, D-HH:MM:SS, minutes, or "
+                    "a number with s/m/h/d")
+
+
+def slurm_mem(value: str) -> str:
+    """`--mem` in Slurm's integer-with-suffix form: 16G, 512M, 1.5G → 1536M."""
+    match = re.match(r"^(\d+(?:\.\d+)?)\s*([KMGT])i?B?$", str(value).strip(), re.IGNORECASE)
+    if not match:
+        raise UserError(f"resources.mem {value!r}: expected a size such as 16G or 512M")
+    number, unit = float(match[1]), match[2].upper()
+    if number.is_integer():
+        return f"{int(number)}{unit}"
+    units = "KMGT"
+    mb = number * 1024 ** (units.index(unit) - 1)
+    return f"{max(1, math.ceil(mb))}M"
+
+
+def mem_advice_mb(max_rss_kb: float) -> int:
+    """SLURM4: raise --mem to MaxRSS × 1.2 (in MB, rounded up)."""
+    return math.ceil(max_rss_kb * 1.2 / 1024)
+
+
+def grid_cells(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """The cartesian product of a parameter grid, in a stable order (keys as given)."""
+    if not grid:
+        raise UserError("a sweep needs at least one parameter with values")
+    for key, values in grid.items():
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(key)):
+            raise UserError(f"grid parameter {key!r} must be an identifier")
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
+            raise UserError(f"grid parameter {key!r} needs a non-empty list of values")
+    keys = list(grid)
+    return [dict(zip(keys, combo, strict=True))
+            for combo in itertools.product(*(grid[k] for k in keys))]
+
+
+def array_range(cells: int, max_parallel: int | None = None) -> str:
+    """``--array`` value: ``0-(N-1)`` with ``%K`` to cap how many run at once."""
+    if cells < 1:
+        raise UserError("a job array needs at least one cell")
+    text = f"0-{cells - 1}"
+    if max_parallel:
+        if max_parallel < 1:
+            raise UserError("max_parallel must be >= 1")
+        text += f"%{max_parallel}"
+    return text
+
+
+def dependency_option(job_ids: str | Iterable[str], kind: str = "afterok") -> str:
+    """``--dependency=afterok:1:2`` — run only once every listed job exited 0."""
+    ids = [job_ids] if isinstance(job_ids, str | int) else list(job_ids)
+    ids = [str(i).strip() for i in ids if str(i).strip()]
+    if not ids or not all(re.match(r"^\d+(_\d+)?$", i) for i in ids):
+        raise UserError(f"dependency needs numeric job ids, got {ids!r}")
+    if kind not in ("afterok", "afterany", "afternotok", "after", "aftercorr"):
+        raise UserError(f"unknown dependency kind {kind!r}")
+    return f"--dependency={kind}:{':'.join(ids)}"
+
+
+def torchrun_command(command: str, nproc_per_node: int, *, port: int = DEFAULT_RDZV_PORT
+                     ) -> str:
+    """Turn ``python train.py ARGS`` into a torchrun launch that spans every node of the job.
+
+    Run once per node (``srun --ntasks-per-node=1``); the c10d rendezvous meets on the first
+    host of the allocation (``$RGT_HEAD_NODE``, set by the batch script).
+    """
+    words = shlex.split(command)
+    launcher = ["torchrun", "--nnodes=$SLURM_NNODES", f"--nproc-per-node={nproc_per_node}",
+                "--rdzv-id=$SLURM_JOB_ID", "--rdzv-backend=c10d",
+                f"--rdzv-endpoint=$RGT_HEAD_NODE:{port}"]
+    if words and re.match(r"^(.*/)?python[0-9.]*$", words[0]):
+        rest = words[1:]
+        if rest[:1] == ["-m"] and len(rest) > 1:
+            rest = ["-m", *rest[1:]]
+        elif rest[:1] == ["-u"]:
+            rest = rest[1:]
+        args = rest
+    elif words and words[0] == "torchrun":
+        return command  # the user already wrote a torchrun line; leave it alone
+    else:
+        args = ["--no-python", *words]
+    # $SLURM_* and $RGT_HEAD_NODE must expand inside the step, so they stay unquoted.
+    return " ".join(launcher) + " " + shlex.join(args)
+
+
+# ----------------------------------------------------------------------------- the script
+
+
+@dataclass
+class ScriptPaths:
+    """Where a run's files live (the layout of `rgt.lifecycle.launch.Layout`)."""
+
+    run_dir: str
+    code_dir: str
+    ckpt_dir: str
+    durable_run_dir: str
+    log: str  # may contain %j / %A / %a
+
+    @classmethod
+    def of(cls, layout: Layout, *, array: bool = False) -> ScriptPaths:
+        log = f"{layout.run_dir}/slurm-%A_%a.out" if array else f"{layout.run_dir}/slurm-%j.out"
+        return cls(layout.run_dir, layout.code, layout.ckpt, layout.durable_run_dir, log)
+
+
+@dataclass
+class BatchOptions:
+    job_name: str
+    log: str
+    time: str | None = None
+    mem: str | None = None
+    cpus: int | None = None
+    gpus: int = 0
+    nodes: int = 1
+    lead_s: int = DEFAULT_CKPT_WRITE_S + SIGNAL_JITTER_S
+    requeue: bool = True
+    array: str | None = None
+    dependency: str | None = None
+    extra: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_spec(cls, spec: JobSpec, log: str, **more: Any) -> BatchOptions:
+        r = spec.resources
+        extra = shlex.split(spec.env.get(ENV_SBATCH_ARGS, ""))
+        return cls(job_name=spec.name, log=log, time=slurm_time(r.time) if r.time else None,
+                   mem=slurm_mem(r.mem) if r.mem else None, cpus=r.cpus, gpus=r.gpu_count,
+                   nodes=r.nodes, lead_s=lead_for(spec.env), extra=extra, **more)
+
+    def header(self) -> list[str]:
+        lines = [f"--job-name={self.job_name}", f"--output={self.log}", "--open-mode=append"]
+        if self.time:
+            lines.append(f"--time={self.time}")
+        if self.nodes > 1:
+            lines += [f"--nodes={self.nodes}", "--ntasks-per-node=1"]
+        else:
+            lines.append("--ntasks=1")
+        if self.cpus:
+            lines.append(f"--cpus-per-task={self.cpus}")
+        if self.mem:
+            lines.append(f"--mem={self.mem}")
+        if self.gpus:
+            lines.append(f"--gres=gpu:{self.gpus}")
+        if self.requeue:
+            lines.append("--requeue")
+        lines.append(f"--signal=B:TERM@{self.lead_s}")
+        if self.array:
+            lines.append(f"--array={self.array}")
+        if self.dependency:
+            lines.append(self.dependency if self.dependency.startswith("--")
+                         else f"--dependency={self.dependency}")
+        lines += self.extra
+        return [f"#SBATCH {line}" for line in lines]
+
+
+def step_command(command: str, opts: BatchOptions, *, nproc_per_node: int | None = None,
+                 port: int = DEFAULT_RDZV_PORT) -> str:
+    """The ``srun`` line: CPUs and GPUs passed explicitly (SLURM3), torchrun when distributed."""
+    srun = ["srun", "--kill-on-bad-exit=1"]
+    if opts.nodes > 1:
+        srun += ["--nodes=$SLURM_NNODES", "--ntasks-per-node=1"]
+    else:
+        srun.append("--ntasks=1")
+    srun.append('-c "${SLURM_CPUS_PER_TASK:-1}"')
+    if opts.gpus:
+        srun.append(f"--gres=gpu:{opts.gpus}")
+    if opts.nodes > 1 or nproc_per_node:
+        command = torchrun_command(command, nproc_per_node or max(1, opts.gpus), port=port)
+    # A trapped shell waits for its child, so the trainer's own exit code (85) is the step's;
+    # the trainer itself gets the signal (srun relays it to every process of the step).
+    inner = "trap : TERM INT USR1\n" + command
+    return " ".join(srun) + f" bash -o pipefail -c {shlex.quote(inner)}"
+
+
+def _exports(env: Mapping[str, str]) -> list[str]:
+    return [f"export {k}={shlex.quote(str(v))}" for k, v in env.items()]
+
+
+_PREAMBLE = r"""rgt_attempt=${SLURM_RESTART_COUNT:-0}
+echo "[rgt] job ${SLURM_JOB_ID}${SLURM_ARRAY_TASK_ID:+ task $SLURM_ARRAY_TASK_ID}" \
+  "attempt $rgt_attempt on $(hostname) at $(date -Is)"
+rgt_pid=
+rgt_signal=
+rgt_forward() {
+  rgt_signal=$1
+  echo "[rgt] SIG$1 received at $(date -Is); forwarding to the step so it checkpoints"
+  [ -n "$rgt_pid" ] && kill -"$1" "$rgt_pid" 2>/dev/null
+}
+trap 'rgt_forward TERM' TERM
+trap 'rgt_forward USR1' USR1
+rgt_wait() {  # wait for $1, re-waiting after a trapped signal interrupts `wait`
+  local rc
+  while :; do
+    wait "$1"; rc=$?
+    if [ "$rc" -gt 128 ] && kill -0 "$1" 2>/dev/null; then continue; fi
+    if [ "$rc" -gt 128 ]; then
+      wait "$1" 2>/dev/null; local again=$?
+      [ "$again" -ne 127 ] && rc=$again
+    fi
+    return "$rc"
+  done
+}
+"""
+
+_EPILOGUE = r"""rgt_rc=$?
+if [ "$rgt_rc" -eq {preempted} ] || {{ [ -n "$rgt_signal" ] && [ "$rgt_rc" -ne 0 ]; }}; then
+  echo "[rgt] step exited $rgt_rc after SIG${{rgt_signal:-?}}: requeueing job $SLURM_JOB_ID"
+  if scontrol requeue "$SLURM_JOB_ID"; then
+    echo "[rgt] requeued: the next attempt resumes from the latest checkpoint"
+  else
+    echo "[rgt] requeue failed; resubmit this script to resume from the checkpoint" >&2
+  fi
+  exit {preempted}
+fi
+"""
+
+_SAFE_GLOB = re.compile(r"^[A-Za-z0-9_./*?\-]+$")
+
+
+def _body(paths: ScriptPaths, env: Mapping[str, str], setup: str, hook: str | None,
+          outputs: Sequence[str], step: str, *, ckpt_sh: str, out_sh: str) -> list[str]:
+    """The script after the preamble; ckpt_sh/out_sh are shell words (quoted or expanding)."""
+    secrets = shlex.quote(paths.run_dir + "/secrets.env")
+    lines = _exports({**env, "PYTHONUNBUFFERED": "1"})
+    lines += [
+        f"export RGT_CKPT_DIR={ckpt_sh}",
+        'export RGT_SCRATCH_DIR="${TMPDIR:-/tmp}"  # node-local, wiped at job end (SLURM5)',
+        f"if [ -f {secrets} ]; then set -a; . {secrets}; set +a; fi",
+        f"cd {shlex.quote(paths.code_dir)} || exit 1",
+        'mkdir -p "$RGT_CKPT_DIR"',
+    ]
+    if hook and hook.strip():
+        lines += ["{", hook.strip(),
+                  '} || echo "[rgt] warning: environment hook failed (exit $?); continuing" >&2']
+    if setup and setup.strip():
+        lines += ["{", setup.strip(),
+                  '} || { rgt_rc=$?; echo "[rgt] setup failed (exit $rgt_rc)" >&2; '
+                  "exit $rgt_rc; }"]
+    lines += [
+        'RGT_HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "export RGT_HEAD_NODE",
+        f"{step} &",
+        "rgt_pid=$!",
+        'rgt_wait "$rgt_pid"',
+    ]
+    lines += _EPILOGUE.format(preempted=EXIT_PREEMPTED).rstrip("\n").splitlines()
+    if outputs:
+        globs = " ".join(o if _SAFE_GLOB.match(o) else shlex.quote(o) for o in outputs)
+        lines += [
+            'if [ "$rgt_rc" -eq 0 ]; then',
+            "  shopt -s nullglob globstar",
+            f"  mkdir -p {out_sh}",
+            f'  for rgt_o in {globs}; do cp -a --parents "$rgt_o" {out_sh}/ || rgt_rc=$?; done',
+            "fi",
+        ]
+    lines += ['echo "[rgt] step exited $rgt_rc at $(date -Is)"', 'exit "$rgt_rc"']
+    return lines
+
+
+def render_batch_script(spec: JobSpec, *, run_id: str, paths: ScriptPaths,
+                        env: Mapping[str, str] | None = None, hook: str | None = None,
+                        dependency: str | None = None) -> str:
+    """The whole sbatch script for one run (what `rgt run --dry-run` should print)."""
+    env = dict(env if env is not None else spec.env)
+    opts = BatchOptions.from_spec(spec, paths.log, dependency=dependency)
+    hook = spec.env.get(ENV_PROXY_HOOK) or hook
+    step = _step_for(spec, opts)
+    lines = ["#!/bin/bash", *opts.header(),
+             f"# rgt run {run_id}: requeue-safe — every attempt runs this identical script and",
+             "# the trainer resumes from the latest checkpoint in $RGT_CKPT_DIR.",
+             _PREAMBLE.rstrip("\n")]
+    lines += _body(paths, env, spec.setup, hook, spec.outputs, step,
+                   ckpt_sh=shlex.quote(paths.ckpt_dir),
+                   out_sh=shlex.quote(f"{paths.durable_run_dir}/out"))
+    return "\n".join(lines) + "\n"
+
+
+def render_array_script(spec: JobSpec, grid: Mapping[str, Sequence[Any]], *, run_id: str,
+                        paths: ScriptPaths, max_parallel: int | None = None,
+                        env: Mapping[str, str] | None = None, hook: str | None = None,
+                        dependency: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """One job array for a parameter sweep; returns (script, cells).
+
+    Cell i exports ``RGT_PARAM_<NAME>`` for each parameter, runs the command with ``{name}``
+    placeholders filled in, and writes into its own ``<durable>/cells/<i>/`` (``RGT_CELL_DIR``,
+    with ``ckpt/`` as its RGT_CKPT_DIR and ``out/`` for its outputs).
+    """
+    cells = grid_cells(grid)
+    env = dict(env if env is not None else spec.env)
+    opts = BatchOptions.from_spec(spec, paths.log, array=array_range(len(cells), max_parallel),
+                                  dependency=dependency)
+    hook = spec.env.get(ENV_PROXY_HOOK) or hook
+    cases = ['case "$SLURM_ARRAY_TASK_ID" in']
+    for i, cell in enumerate(cells):
+        exports = " ".join(f"RGT_PARAM_{k.upper()}={shlex.quote(str(v))}" for k, v in cell.items())
+        try:
+            command = spec.run.format(**{k: shlex.quote(str(v)) for k, v in cell.items()})
+        except (KeyError, IndexError, ValueError) as err:
+            raise UserError(f"the run command's placeholder {err} is not a grid parameter "
+                            "(use {name} for a grid value, {{ }} for a literal brace)") from None
+        cases.append(f"  {i}) export {exports} rgt_command={shlex.quote(command)} ;;")
+    cases += ['  *) echo "[rgt] no cell $SLURM_ARRAY_TASK_ID in this sweep" >&2; exit 2 ;;',
+              "esac"]
+    step = _step_for(spec, opts, command='eval "$rgt_command"')
+    lines = ["#!/bin/bash", *opts.header(),
+             f"# rgt sweep {run_id}: {len(cells)} cells over {', '.join(grid)}; each cell",
+             "# resumes from its own checkpoint dir after a requeue.",
+             _PREAMBLE.rstrip("\n"), *cases,
+             f'export RGT_CELL_DIR="{_dq(paths.durable_run_dir)}/cells/$SLURM_ARRAY_TASK_ID"',
+             'mkdir -p "$RGT_CELL_DIR/out"']
+    lines += _body(paths, env, spec.setup, hook, spec.outputs, step,
+                   ckpt_sh='"$RGT_CELL_DIR/ckpt"', out_sh='"$RGT_CELL_DIR/out"')
+    return "\n".join(lines) + "\n", cells
+
+
+def _dq(text: str) -> str:
+    """Text safe inside double quotes."""
+    return re.sub(r'([\\"$`])', r"\\\1", text)
+
+
+def _step_for(spec: JobSpec, opts: BatchOptions, command: str | None = None) -> str:
+    nproc = spec.env.get(ENV_NPROC_PER_NODE)
+    port = int(spec.env.get(ENV_RDZV_PORT) or DEFAULT_RDZV_PORT)
+    if command is not None and (opts.nodes > 1 or nproc):
+        # an array cell's command is only known in the script; torchrun wraps it at run time
+        raise UserError("a multi-node or torchrun sweep is not supported yet; sweep "
+                        "single-node cells")
+    return step_command(command or spec.run, opts,
+                        nproc_per_node=int(nproc) if nproc else None, port=port)
+
+
+# ----------------------------------------------------------------------------- reading state
+
+_KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=")
+
+
+def parse_records(text: str) -> list[dict[str, str]]:
+    """``scontrol show job -o`` / jobcomp filetxt lines → one dict per line (Key=Value …)."""
+    records = []
+    for line in text.splitlines():
+        keys = list(_KEY.finditer(line))
+        if not keys:
+            continue
+        record = {}
+        for here, after in zip(keys, [*keys[1:], None], strict=True):
+            end = after.start() if after else len(line)
+            record[here[1]] = line[here.end():end].strip()
+        records.append(record)
+    return records
+
+
+def _epoch(text: str | None) -> float | None:
+    if not text or text in ("Unknown", "None", "N/A", "0"):
+        return None
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def _exit(text: str | None) -> tuple[int | None, int | None]:
+    if not text or ":" not in text:
+        return None, None
+    code, sig = text.split(":", 1)
+    try:
+        return int(code), int(sig)
+    except ValueError:
+        return None, None
+
+
+def _status_of(state: str, exit_code: int | None, signal: int | None, reason: str,
+               restarts: int, log: str, job_id: str, max_rss_kb: float | None
+               ) -> tuple[str, list[str], str]:
+    """(rgt status, causes, advice) for one Slurm job state."""
+    causes: list[str] = []
+    advice = ""
+    if state in ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
+                 "RESV_DEL_HOLD", "SPECIAL_EXIT"):
+        note = f"PENDING ({reason or 'None'})"
+        if restarts:
+            note += f"; requeued {restarts}× — resumes from its latest checkpoint"
+        return "starting", [note], ""
+    if state in RUNNING_STATES or state == "SUSPENDED":
+        if restarts:
+            causes.append(f"attempt {restarts + 1}: requeued {restarts}× and resumed")
+        if state == "SUSPENDED":
+            causes.append("SUSPENDED by the scheduler")
+        return "running", causes, ""
+    if state == "COMPLETED":
+        return "succeeded", causes, ""
+    if state == "CANCELLED":
+        return "cancelled", [f"CANCELLED ({reason})" if reason and reason != "None"
+                             else "CANCELLED (scancel)"], ""
+    if state == "OUT_OF_MEMORY" or (state == "FAILED" and OOM_LINE.search(log)):
+        causes = ["OUT_OF_MEMORY: the job went over its --mem and was killed (SLURM4); "
+                  "a host-RAM OOM is a job state, not a Python traceback"]
+        rss = max_rss_kb
+        if rss:
+            advice = (f"raise --mem (resources.mem) to at least {mem_advice_mb(rss)}M "
+                      f"(MaxRSS {rss / 1024:.0f}M × 1.2); do not shrink the batch — this is "
+                      "host RAM (U9), not GPU memory (U10)")
+        else:
+            advice = (f"read `sacct -j {job_id} -o MaxRSS,ReqMem` and raise --mem "
+                      "(resources.mem) to MaxRSS × 1.2; do not shrink the batch — this is host "
+                      "RAM (U9), not GPU memory (U10)")
+        return "failed", causes, advice
+    if state in ("TIMEOUT", "DEADLINE"):
+        saved = "preempted step=" in log
+        causes = [f"{state}: killed at its walltime (--time)"
+                  + ("" if saved else " with no checkpoint on signal in the log")]
+        advice = (f"resume it: `scontrol requeue {job_id}` (the script restarts from the latest "
+                  "checkpoint), or raise resources.time / RGT_CKPT_WRITE_S so the --signal "
+                  "warning leaves room for a checkpoint (SLURM2)")
+        return "preempted", causes, advice
+    if state in ("PREEMPTED", "NODE_FAIL", "BOOT_FAIL"):
+        causes = [f"{state}: the scheduler or the node ended the job, not the trainer"]
+        advice = (f"requeue territory: `scontrol requeue {job_id}` resumes from the latest "
+                  "checkpoint on the shared filesystem (never $TMPDIR, SLURM5)")
+        return "preempted", causes, advice
+    # FAILED and anything unknown
+    if exit_code == EXIT_PREEMPTED:
+        return "preempted", ["exited 85: checkpointed on a signal, but was not requeued"], (
+            f"resume it: `scontrol requeue {job_id}` or run it again")
+    if signal == 9:
+        causes.append("killed by signal 9 (SIGKILL): the KillWait grace ran out before the "
+                      "step exited — checkpoint earlier (SLURM2)")
+    elif signal:
+        causes.append(f"killed by signal {signal}")
+    elif exit_code:
+        causes.append(f"{state} with exit code {exit_code}")
+    else:
+        causes.append(state)
+    return "failed", causes, advice
+
+
+def last_metrics(log: str) -> str | None:
+    for line in reversed(log.splitlines()):
+        if METRICS_LINE.search(line):
+            return line.strip()
+    return None
+
+
+def max_rss_from_log(log: str) -> float | None:
+    """KB of the largest ``exceeded memory limit (RSS > LIMIT)`` slurmstepd reported."""
+    values = [float(m[1]) for m in OOM_LINE.finditer(log) if m[1]]
+    return max(values) if values else None
+
+
+def summarize_jobs(records: Sequence[Mapping[str, str]], log: str = "", *,
+                   max_rss_kb: float | None = None) -> dict[str, Any]:
+    """Flatten Slurm records of one job (or every task of an array) into the watch summary."""
+    if not records:
+        return _summary("unknown", causes=["Slurm no longer knows this job and no accounting "
+                                           "or completion log has it"])
+    rss = max_rss_kb or max_rss_from_log(log)
+    per_task = []
+    for rec in records:
+        state = (rec.get("JobState") or rec.get("State") or "UNKNOWN").split()[0].rstrip("+")
+        code, sig = _exit(rec.get("ExitCode"))
+        job_id = rec.get("JobId") or rec.get("JobID") or "?"
+        if rec.get("ArrayTaskId"):
+            job_id = f"{rec.get('ArrayJobId', job_id)}_{rec['ArrayTaskId']}"
+        status, causes, advice = _status_of(state, code, sig, rec.get("Reason", ""),
+                                            int(rec.get("Restarts") or 0), log, job_id, rss)
+        per_task.append((job_id, state, status, code, sig, causes, advice, rec))
+    order = ["running", "starting", "failed", "preempted", "cancelled", "unknown", "succeeded"]
+    worst = min(per_task, key=lambda t: order.index(t[2]) if t[2] in order else 5)
+    status = worst[2]
+    causes = []
+    if len(per_task) > 1:
+        counts: dict[str, int] = {}
+        for t in per_task:
+            counts[t[1]] = counts.get(t[1], 0) + 1
+        causes.append("array: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+        for t in per_task:
+            if t[2] not in ("succeeded", "running"):
+                causes += [f"{t[0]}: {c}" for c in t[5]]
+    else:
+        causes = worst[5]
+    starts = [_epoch(t[7].get("StartTime")) for t in per_task]
+    ends = [_epoch(t[7].get("EndTime")) for t in per_task]
+    started = min((s for s in starts if s), default=None)
+    live = status in ("running", "starting")
+    ended = None if live else max((e for e in ends if e), default=None)
+    if started and ended and ended < started:
+        ended = None
+    exit_code = worst[3] if not live else None
+    return _summary(status, exit_code=exit_code, signal=worst[4] or None, started=started,
+                    ended=ended, causes=causes, advice=worst[6], log=log,
+                    slurm={"states": {t[0]: t[1] for t in per_task},
+                           "reason": worst[7].get("Reason")})
+
+
+def _summary(status: str, *, exit_code: int | None = None, signal: int | None = None,
+             started: float | None = None, ended: float | None = None,
+             causes: list[str] | None = None, advice: str = "", log: str = "",
+             slurm: dict | None = None, error: str | None = None) -> dict[str, Any]:
+    tail = log.splitlines()[-LOG_TAIL_LINES:]
+    return {
+        "status": status,
+        "exit_code": exit_code,
+        "signal": signal,
+        "started": started,
+        "ended": ended,
+        "duration": ((ended or time.time()) - started) if started else None,
+        "heartbeat_age": None,
+        "causes": causes or [],
+        "advice": advice,
+        "probe_warnings": [],
+        "sync": {},
+        "error": error,
+        "metrics": last_metrics(log),
+        "log_tail": tail,
+        "disks": {},
+        "slurm": slurm or {},
+    }
+
+
+# ----------------------------------------------------------------------------- the platform
+
+
+def submit(transport: Transport, script_path: str, *, cwd: str | None = None) -> str:
+    """``sbatch --parsable SCRIPT`` → the job id (``123``; arrays too)."""
+    where = f"cd {shlex.quote(cwd)} && " if cwd else ""
+    result = transport.run(f"{where}sbatch --parsable {shlex.quote(script_path)}",
+                           timeout=60, check=False)
+    if not result.ok:
+        raise UserError(f"sbatch refused the job: {(result.stderr or result.stdout).strip()}")
+    return result.stdout.strip().splitlines()[-1].split(";")[0]
+
+
+def job_records(transport: Transport, job_id: str) -> tuple[list[dict[str, str]], str]:
+    """The job's records and where they came from: scontrol, then sacct, then jobcomp."""
+    out = transport.run(f"scontrol show job -o {shlex.quote(job_id)}", check=False, timeout=30)
+    if out.ok and out.stdout.strip():
+        return parse_records(out.stdout), "scontrol"
+    acct = transport.run(
+        f"sacct -j {shlex.quote(job_id)} -n -P -X "
+        "-o JobID,State,ExitCode,Start,End,Reason 2>/dev/null", check=False, timeout=30)
+    if acct.ok and acct.stdout.strip():
+        records = []
+        for line in acct.stdout.strip().splitlines():
+            jid, state, code, start, end, reason = (line.split("|") + [""] * 6)[:6]
+            task = jid.split("_", 1)[1] if "_" in jid else ""
+            records.append({"JobId": jid.split("_")[0], "ArrayTaskId": task,
+                            "ArrayJobId": jid.split("_")[0] if task else "",
+                            "JobState": state, "ExitCode": code, "StartTime": start,
+                            "EndTime": end, "Reason": reason})
+        return [r for r in records if r["JobState"]], "sacct"
+    loc = transport.run("scontrol show config | sed -n 's/^JobCompLoc *= *//p'", check=False,
+                        timeout=30).stdout.strip()
+    if loc.startswith("/"):
+        comp = transport.run(f"grep -E 'JobId={re.escape(job_id)}( |$)|ArrayJobId={job_id} ' "
+                             f"{shlex.quote(loc)} 2>/dev/null", check=False, timeout=30)
+        latest: dict[str, dict[str, str]] = {}
+        for rec in parse_records(comp.stdout):
+            latest[rec.get("JobId", "")] = rec  # the last line per job id wins (requeues)
+        if latest:
+            return list(latest.values()), "jobcomp"
+    return [], "none"
+
+
+def sacct_max_rss_kb(transport: Transport, job_id: str) -> float | None:
+    out = transport.run(f"sacct -j {shlex.quote(job_id)} -n -P -o MaxRSS 2>/dev/null",
+                        check=False, timeout=30)
+    values = []
+    for word in out.stdout.split():
+        m = re.match(r"^(\d+(?:\.\d+)?)([KMGT]?)$", word.strip())
+        if m:
+            values.append(float(m[1]) * 1024 ** "KMGT".index(m[2] or "K"))
+    return max(values) if out.ok and values else None
+
+
+class SlurmPlatform:
+    """`launch` = sbatch, `refresh` = scontrol/sacct/jobcomp, `stop_meter` = scancel."""
+
+    def launch(self, store: Store, box: Box, spec: JobSpec, run_id: str, *,
+               grid: Mapping[str, Sequence[Any]] | None = None,
+               max_parallel: int | None = None, dependency: str | None = None) -> Run:
+        profile = load_profile(box.profile)
+        layout = Layout.of(box, run_id)
+        paths = ScriptPaths.of(layout, array=bool(grid))
+        env = job_environment(spec, profile, layout, run_id)
+        hook = profile.network.proxy_hook
+        cells: list[dict[str, Any]] = []
+        if grid:
+            script, cells = render_array_script(spec, grid, run_id=run_id, paths=paths,
+                                                max_parallel=max_parallel, env=env, hook=hook,
+                                                dependency=dependency)
+        else:
+            script = render_batch_script(spec, run_id=run_id, paths=paths, env=env, hook=hook,
+                                         dependency=dependency)
+        secret_bytes = secret_values(spec)
+        transport = transport_for(box)
+        try:
+            stats = transport.put(spec.workdir, layout.code, exclude=list(spec.exclude))
+            store.record("push", {"bytes_sent": stats.bytes_sent, "files": stats.files,
+                                  "seconds": stats.seconds, "attempts": stats.attempts},
+                         box=box.name, run=run_id)
+            if secret_bytes:
+                write_file(transport, f"{layout.run_dir}/secrets.env", secret_bytes)
+            script_path = f"{layout.run_dir}/job.sbatch"
+            write_file(transport, script_path, script.encode(), mode="700")
+            if cells:
+                write_file(transport, f"{layout.run_dir}/cells.json",
+                           json.dumps(cells).encode(), mode="644")
+            transport.run(f"mkdir -p {shlex.quote(layout.ckpt)} {shlex.quote(layout.out)}",
+                          timeout=30)
+            job_id = submit(transport, script_path, cwd=layout.run_dir)
+            log = paths.log.replace("%j", job_id).replace("%A", job_id)
+            if not grid:  # `rgt logs` reads RUN_DIR/log
+                transport.run(f"ln -sfn {shlex.quote(log)} {shlex.quote(layout.run_dir + '/log')}",
+                              check=False, timeout=30)
+        finally:
+            transport.close()
+        now = time.time()
+        run = Run(id=run_id, box=box.name, job=spec.name, remote_dir=layout.run_dir,
+                  spec={**spec.model_dump(mode="json"), "durable_run_dir": layout.durable_run_dir,
+                        "detach": f"sbatch:{job_id}",
+                        "platform_run": {"kind": "slurm", "job_id": job_id, "log": log,
+                                         "script": script_path, "cells": len(cells) or None}},
+                  status="starting", exit_code=None, created=now, updated=now)
+        store.add_run(run)
+        store.record("run", {"detach": "sbatch", "job_id": job_id, "status": run.status},
+                     box=box.name, run=run_id)
+        return run
+
+    def refresh(self, store: Store, box: Box, run: Run) -> dict[str, Any]:
+        info = run.spec.get("platform_run") or {}
+        job_id = str(info.get("job_id") or "")
+        transport = transport_for(box)
+        try:
+            records, source = job_records(transport, job_id)
+            log = self._log(transport, info, records)
+            rss = None
+            if records and any("OUT_OF_MEMORY" in (r.get("JobState") or "") for r in records):
+                rss = sacct_max_rss_kb(transport, job_id)
+        finally:
+            transport.close()
+        if not records:
+            # Gone from squeue/scontrol and no accounting: keep what we last knew.
+            summary = _summary(run.status, exit_code=run.exit_code, log=log,
+                               causes=[f"job {job_id} is no longer known to Slurm "
+                                       "(no accounting, no completion log); last known "
+                                       f"status {run.status}"])
+            return summary
+        summary = summarize_jobs(records, log, max_rss_kb=rss)
+        summary["slurm"]["source"] = source
+        summary["slurm"]["job_id"] = job_id
+        return summary
+
+    @staticmethod
+    def _log(transport: Transport, info: Mapping[str, Any],
+             records: Sequence[Mapping[str, str]]) -> str:
+        paths = [r["StdOut"] for r in records if r.get("StdOut")] or [info.get("log") or ""]
+        paths = [p for p in dict.fromkeys(paths) if p and "%" not in p]
+        if not paths:
+            return ""
+        quoted = " ".join(shlex.quote(p) for p in paths[:16])
+        out = transport.run(f"for f in {quoted}; do tail -n {LOG_TAIL_LINES} \"$f\" "
+                            "2>/dev/null; done", check=False, timeout=30)
+        return out.stdout
+
+    def stop_meter(self, store: Store, box: Box) -> str:
+        """scancel every live job of the box's runs; there is no box to destroy."""
+        ids = [str((r.spec.get("platform_run") or {}).get("job_id") or "")
+               for r in store.runs(box.name)]
+        ids = [i for i in ids if i]
+        transport = transport_for(box)
+        try:
+            live = []
+            if ids:
+                out = transport.run(f"squeue -h -o %F -j {','.join(ids)}", check=False,
+                                    timeout=30)
+                live = sorted(set(out.stdout.split()) & set(ids), key=int)
+            if live:
+                transport.run(f"scancel {' '.join(live)}", timeout=60)
+        finally:
+            transport.close()
+        for run in store.runs(box.name):
+            job = str((run.spec.get("platform_run") or {}).get("job_id") or "")
+            if job in live and run.status in ("starting", "running"):
+                store.update_run(run.id, status="cancelled")
+        if live:
+            return (f"scancel {' '.join(live)}: cancelled {len(live)} live job(s); nothing to "
+                    "tear down (the nodes go back to the scheduler)")
+        return "no live Slurm jobs to cancel; nothing to tear down"

@@ -1,0 +1,506 @@
+"""vast.ai through its REST API.
+
+Docs: https://docs.vast.ai/api-reference (base https://console.vast.ai/api/v0, Authorization:
+Bearer KEY): search offers (GET /bundles/), create instance (PUT /asks/{offer_id}/), show
+instances (GET /instances/ — actual_status, intended_status, cur_state, status_msg), manage
+instance (PUT /instances/{id}/ with state), destroy instance (DELETE /instances/{id}/);
+https://vast.ai/article/Rental-Types (bids); docs.vast.ai reference/billing.
+
+A marketplace of third-party hosts, and what this module does about it:
+
+- `offers` searches with safe filters on by default: verified, rentable, a direct port and a
+  reliability floor (VAST7, VAST8), and shows the bandwidth price next to $/h (VAST9).
+- `vast_up` refuses an image whose CUDA is newer than the host's `cuda_max_good` (VAST5) before
+  creating anything, creates with direct SSH and an onstart hook that relaunches unfinished runs
+  after any container restart or preemption (tmux does not survive one), passes secrets as `env`
+  at create and never in the image or onstart string (VAST11), waits through `loading` showing
+  `status_msg` (VAST13) and reads the real SSH host:port from the API (VAST6).
+- `vast_status` turns the instance's state machine into what it means: preempted shows as paused
+  (VAST4), a stuck Scheduling as VAST3 with its fix, Offline as VAST7, stopped as VAST1.
+- `VastPlatform.stop_meter` destroys: the only verb that stops the whole meter. `rgt down` calls
+  it only after the Iron Law. A plain stop is never offered as a saving: its disk keeps billing.
+
+The key is `VAST_API_KEY`, read from the environment by name (never argv, never printed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rgt.errors import UserError
+from rgt.platforms.http import ApiClient, ApiError, poll_interval
+from rgt.store import Box, Store
+from rgt.transport import SshTarget
+
+API_URL = "https://console.vast.ai/api/v0"  # docs.vast.ai/api-reference
+KEY_ENV = "VAST_API_KEY"
+URL_ENV = "RGT_VAST_API_URL"
+MIN_RELIABILITY = 0.98
+SCHEDULING_STUCK_S = 120.0  # "stuck > 30 s ⇒ the GPU is likely rented by someone else" (VAST3)
+
+Notify = Callable[[str], None]
+
+
+def client() -> ApiClient:
+    return ApiClient(service="vast.ai", key_env=KEY_ENV, url_env=URL_ENV, default_url=API_URL,
+                     auth="bearer")
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+# offers ------------------------------------------------------------------------------------
+
+@dataclass
+class Offer:
+    id: int
+    gpu_name: str
+    num_gpus: int
+    usd_per_hour: float
+    bandwidth_up_usd_per_gb: float
+    bandwidth_down_usd_per_gb: float
+    reliability: float
+    verified: bool
+    direct_ports: int
+    cuda_max_good: float | None
+    driver_version: str
+    disk_gb: float
+    storage_usd_per_gb_month: float | None
+    min_bid: float | None
+    location: str
+
+    @classmethod
+    def from_api(cls, o: dict[str, Any]) -> Offer:
+        return cls(
+            id=int(o["id"]), gpu_name=str(o.get("gpu_name", "")),
+            num_gpus=int(o.get("num_gpus") or 0), usd_per_hour=float(o.get("dph_total") or 0),
+            bandwidth_up_usd_per_gb=float(o.get("inet_up_cost") or 0),
+            bandwidth_down_usd_per_gb=float(o.get("inet_down_cost") or 0),
+            reliability=float(o.get("reliability2", o.get("reliability")) or 0),
+            verified=bool(o.get("verified")), direct_ports=int(o.get("direct_port_count") or 0),
+            cuda_max_good=_float(o.get("cuda_max_good")),
+            driver_version=str(o.get("driver_version") or ""),
+            disk_gb=float(o.get("disk_space") or 0),
+            storage_usd_per_gb_month=_float(o.get("storage_cost")),
+            min_bid=_float(o.get("min_bid")), location=str(o.get("geolocation") or ""))
+
+    def as_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def offer_query(gpu: str, *, num_gpus: int = 1, max_price: float | None = None,
+                min_reliability: float = MIN_RELIABILITY, verified: bool = True,
+                direct: bool = True, interruptible: bool = False, limit: int = 64
+                ) -> dict[str, Any]:
+    """The `q` of GET /bundles/: safe by default (VAST7: verified + reliable; VAST8: direct)."""
+    q: dict[str, Any] = {
+        "gpu_name": {"eq": gpu.replace("_", " ")},  # the CLI's RTX_4090 is the API's "RTX 4090"
+        "num_gpus": {"eq": num_gpus},
+        "rentable": {"eq": True},
+        "rented": {"eq": False},
+        "reliability2": {"gte": min_reliability},
+        "order": [["dph_total", "asc"]],
+        "type": "bid" if interruptible else "on-demand",
+        "limit": limit,
+    }
+    if verified:
+        q["verified"] = {"eq": True}
+    if direct:
+        q["direct_port_count"] = {"gte": 1}
+    if max_price is not None:
+        q["dph_total"] = {"lte": max_price}
+    return q
+
+
+def offers(gpu: str = "RTX_4090", max_price: float | None = None, *, num_gpus: int = 1,
+           min_reliability: float = MIN_RELIABILITY, verified: bool = True, direct: bool = True,
+           interruptible: bool = False, limit: int = 20) -> list[Offer]:
+    """Rentable offers for `gpu`, cheapest first, with bandwidth price and host CUDA/driver.
+
+    The filters are also applied here, not only sent: a marketplace answer is a claim.
+    """
+    q = offer_query(gpu, num_gpus=num_gpus, max_price=max_price,
+                    min_reliability=min_reliability, verified=verified, direct=direct,
+                    interruptible=interruptible)
+    with client() as api:
+        rows = api.get("/bundles/", q=json.dumps(q)).get("offers", [])
+    found = [Offer.from_api(o) for o in rows]
+    found = [o for o in found
+             if o.reliability >= min_reliability and (o.verified or not verified)
+             and (o.direct_ports >= 1 or not direct)
+             and (max_price is None or o.usd_per_hour <= max_price)]
+    found.sort(key=lambda o: (o.usd_per_hour, -o.reliability,
+                              o.bandwidth_up_usd_per_gb + o.bandwidth_down_usd_per_gb))
+    return found[:limit]
+
+
+def get_offer(api: ApiClient, offer_id: int) -> Offer:
+    rows = api.get("/bundles/", q=json.dumps({"id": {"eq": offer_id}})).get("offers", [])
+    if not rows:
+        raise UserError(f"vast.ai offer {offer_id} is gone (rented or withdrawn); pick another "
+                        f"with `rgt offers`")
+    return Offer.from_api(rows[0])
+
+
+# CUDA / driver (VAST5) ----------------------------------------------------------------------
+
+def image_cuda(image: str) -> float | None:
+    """The CUDA version an image tag names ('pytorch/pytorch:2.4.0-cuda12.4-…' → 12.4)."""
+    match = re.search(r"cuda[-_:]?(\d+)\.(\d+)", image.lower())
+    return float(f"{match.group(1)}.{match.group(2)}") if match else None
+
+
+def check_cuda(image: str, offer: Offer, declared: float | None = None) -> str | None:
+    """Refuse an image whose CUDA is newer than the host driver supports; else a note or None."""
+    cuda = declared if declared is not None else image_cuda(image)
+    if cuda is None:
+        return (f"could not tell the CUDA version of {image} from its tag; the host supports up "
+                f"to CUDA {offer.cuda_max_good}. The onstart hook runs nvidia-smi first (VAST5)")
+    if offer.cuda_max_good is not None and cuda > offer.cuda_max_good + 1e-9:
+        raise UserError(
+            f"{image} needs CUDA {cuda:g} but offer {offer.id}'s host driver "
+            f"{offer.driver_version or '?'} supports at most CUDA {offer.cuda_max_good:g}: "
+            f"torch would see no GPU (VAST5). Pick an image built for CUDA "
+            f"≤ {offer.cuda_max_good:g}, or an offer with a newer driver "
+            f"(`rgt offers` shows cuda_max_good)")
+    return None
+
+
+# create --------------------------------------------------------------------------------
+
+SECRET_ASSIGN = re.compile(r"\b([A-Z][A-Z0-9_]*(?:TOKEN|KEY|SECRET|PASSWORD))\s*=\s*\S")
+
+
+def onstart_script(data_dir: str, user_onstart: str = "") -> str:
+    """/root/onstart.sh: runs on EVERY container start, so it is the relaunch hook.
+
+    tmux dies with a container restart or a preemption pause; this relaunches each unfinished
+    rgt run under `data_dir` with its own runner (the job resumes from its checkpoint).
+    """
+    runs = shlex.quote(data_dir) + "/rgt/*/"
+    return "\n".join([
+        "#!/bin/bash",
+        "# rgt: relaunch unfinished runs after a container restart or preemption (VAST4)",
+        "nvidia-smi >/dev/null 2>&1 || echo 'rgt: nvidia-smi failed: image CUDA vs host "
+        "driver? (VAST5)' >&2",
+        *([user_onstart] if user_onstart else []),
+        f"for d in {runs}; do",
+        '  [ -f "$d/run.json" ] && [ -f "$d/runner.py" ] || continue',
+        "  s=$(python3 -c 'import json,sys;"
+        "print(json.load(open(sys.argv[1])).get(\"status\",\"\"))'"
+        ' "$d/state.json" 2>/dev/null)',
+        '  case "$s" in succeeded|failed|cancelled) continue;; esac',
+        '  setsid nohup python3 "$d/runner.py" "$d" </dev/null >>"$d/runner.out" 2>&1 &',
+        "done",
+        "",
+    ])
+
+
+def secret_env(names: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """KEY → value for the named secrets, from this machine's environment (VAST11)."""
+    missing = [n for n in names if not os.environ.get(n)]
+    if missing:
+        raise UserError(f"secrets not set in this shell: {', '.join(missing)}; export them "
+                        "(they go to vast.ai as env at create, never into the image or onstart)")
+    return {n: os.environ[n] for n in names}
+
+
+def _refuse_secrets_in_onstart(onstart: str, secrets: dict[str, str]) -> None:
+    leaked = [n for n, v in secrets.items() if v and v in onstart]
+    if leaked or SECRET_ASSIGN.search(onstart):
+        name = leaked[0] if leaked else SECRET_ASSIGN.search(onstart).group(1)  # type: ignore
+        raise UserError(f"the onstart command sets {name}: vast.ai stores the onstart string "
+                        f"server-side (VAST11). Pass it with --secret {name} instead (it goes in "
+                        f"as env at create)")
+
+
+def find_instance(api: ApiClient, instance_id: int | str) -> dict[str, Any] | None:
+    for inst in api.get("/instances/").get("instances", []):
+        if str(inst.get("id")) == str(instance_id):
+            return inst
+    return None
+
+
+def ssh_endpoint(inst: dict[str, Any]) -> tuple[str, int, str]:
+    """(host, port, 'direct'|'proxy') as the API reports them now (VAST6: never assume 22)."""
+    mapped = (inst.get("ports") or {}).get("22/tcp") or []
+    if inst.get("public_ipaddr") and mapped:
+        return str(inst["public_ipaddr"]).strip(), int(mapped[0]["HostPort"]), "direct"
+    if inst.get("ssh_host") and inst.get("ssh_port"):
+        return str(inst["ssh_host"]), int(inst["ssh_port"]), "proxy"
+    raise UserError("vast.ai reports no SSH endpoint for this instance yet")
+
+
+def wait_for_running(api: ApiClient, instance_id: int, *, wait_s: float, poll_s: float,
+                     on_wait: Notify) -> dict[str, Any]:
+    """Wait through created → loading → running, showing status_msg as it changes (VAST13)."""
+    deadline = time.monotonic() + wait_s
+    last = None
+    while True:
+        inst = find_instance(api, instance_id)
+        if inst is None:
+            raise UserError(f"vast.ai instance {instance_id} disappeared while starting (the "
+                            f"host may have dropped it); pick another offer")
+        actual = inst.get("actual_status") or "created"
+        shown = (actual, inst.get("status_msg"))
+        if actual == "running" and _has_ssh(inst):
+            return inst
+        if actual == "offline":
+            raise UserError(f"vast.ai instance {instance_id}'s host went offline while starting "
+                            f"(VAST7); destroy it (`rgt cloud-status` shows it) and pick a "
+                            f"verified, reliable offer")
+        if shown != last:
+            msg = inst.get("status_msg") or ""
+            on_wait(f"instance {instance_id}: {actual}" + (f" — {msg}" if msg else ""))
+            last = shown
+        if time.monotonic() > deadline:
+            raise UserError(
+                f"vast.ai instance {instance_id} is still {actual} after {wait_s:.0f} s "
+                f"(last message: {inst.get('status_msg') or 'none'}) and is billing its disk. "
+                f"Read `vastai show logs {instance_id}` for image-pull progress; if stuck, destroy "
+                f"it and re-create on a faster offer or with a slimmer image (VAST13)")
+        time.sleep(poll_s)
+
+
+def _has_ssh(inst: dict[str, Any]) -> bool:
+    try:
+        ssh_endpoint(inst)
+    except UserError:
+        return False
+    return True
+
+
+def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, *,
+            bid: float | None = None, onstart: str = "", secrets: tuple[str, ...] = (),
+            image_cuda_version: float | None = None, wait_s: float = 900,
+            poll_s: float | None = None, on_wait: Notify = _quiet, identity: str | None = None,
+            data_dir: str | None = None, durable_dir: str | None = None) -> Box:
+    """Create an instance on `offer_id`, wait until SSH answers, register it as box `name`."""
+    from rgt.lifecycle import boxes  # the lifecycle imports platforms; keep this one lazy
+
+    existing = store.find_box(name)
+    if existing and existing.state == "up":
+        raise UserError(f"a box named {name!r} is already up; pick another name")
+    if disk_gb < 10:
+        raise UserError("--disk must be at least 10 GB, and it can never grow later: "
+                        "over-provision for the image, caches and checkpoints (VAST10)")
+    poll_s = poll_interval() if poll_s is None else poll_s
+    env = secret_env(list(secrets))
+    _refuse_secrets_in_onstart(onstart, env)
+    data_dir = data_dir or "/workspace"
+    with client() as api:
+        offer = get_offer(api, offer_id)
+        note = check_cuda(image, offer, image_cuda_version)  # VAST5, before anything bills
+        if note:
+            on_wait(note)
+        if offer.direct_ports < 1:
+            on_wait(f"offer {offer.id} has no direct port: SSH goes through vast's proxy, which "
+                    f"stalls on transfers over ~1 GB (VAST8)")
+        if bid is not None:
+            if offer.min_bid is not None and bid < offer.min_bid:
+                raise UserError(f"bid ${bid:.3f}/h is below offer {offer.id}'s minimum "
+                                f"${offer.min_bid:.3f}/h")
+            on_wait(f"interruptible bid ${bid:.3f}/h: it is fixed at create and cannot be raised "
+                    f"later; if outbid, the instance pauses with ~0 s notice (VAST4)")
+        body: dict[str, Any] = {
+            "client_id": "me", "image": image, "disk": disk_gb, "label": name,
+            "runtype": "ssh_direct",  # direct TCP SSH (VAST8)
+            "onstart": onstart_script(data_dir, onstart), "env": env,
+        }
+        if bid is not None:
+            body["price"] = bid
+        created = api.put(f"/asks/{offer.id}/", body)
+        if not created or not created.get("success") or not created.get("new_contract"):
+            raise UserError(f"vast.ai did not create an instance on offer {offer.id}: "
+                            f"{api.scrub(json.dumps(created))[:200]}")
+        instance_id = int(created["new_contract"])
+        store.record("cloud-launch", {"platform": "vastai", "instance_id": instance_id,
+                                      "offer": offer.id, "image": image, "bid": bid}, box=name)
+        on_wait(f"created instance {instance_id} on offer {offer.id} "
+                f"(${bid if bid is not None else offer.usd_per_hour:.3f}/h); waiting for it")
+        inst = wait_for_running(api, instance_id, wait_s=wait_s, poll_s=poll_s,
+                                on_wait=on_wait)
+    host, port, kind = ssh_endpoint(inst)
+    target = SshTarget(host=host, port=port, user="root",
+                       identity=Path(identity).expanduser() if identity else None)
+    box = _register(store, name, target, rate=bid if bid is not None else offer.usd_per_hour,
+                    data_dir=data_dir, durable_dir=durable_dir or data_dir, boxes=boxes,
+                    instance_id=instance_id, on_wait=on_wait)
+    extra = {**box.extra, "platform": "vastai", "instance_id": instance_id, "offer_id": offer.id,
+             "image": image, "disk_gb": disk_gb, "ssh": f"{kind} {host}:{port}",
+             "interruptible_bid": bid,
+             "bandwidth_usd_per_gb": {"up": offer.bandwidth_up_usd_per_gb,
+                                      "down": offer.bandwidth_down_usd_per_gb},
+             "notes": ["durable copies are off-box: pull results home before `rgt down` "
+                       "(destroy deletes the disk, VAST2)"]}
+    store.update_box(name, extra=extra)
+    return store.box(name)
+
+
+def _register(store: Store, name: str, target: SshTarget, *, rate: float, data_dir: str,
+              durable_dir: str, boxes: Any, instance_id: int, on_wait: Notify,
+              attempts: int = 10) -> Box:
+    for attempt in range(attempts):
+        try:
+            box, _, _ = boxes.up(store, name, "vastai", target, rate=rate, data_dir=data_dir,
+                                 durable_dir=durable_dir)
+            return box
+        except UserError as err:
+            if attempt == attempts - 1:
+                raise UserError(f"vast.ai instance {instance_id} is running (and BILLING) but "
+                                f"SSH to {target.host}:{target.port} failed: {err}. Fix SSH and "
+                                f"register it with `rgt up`, or destroy it in the console"
+                                ) from None
+            on_wait(f"SSH not answering yet ({err}); retrying")
+            time.sleep(min(3.0, poll_interval()))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# status ------------------------------------------------------------------------------------
+
+PAUSED = ("exited", "stopped", "inactive", "paused")
+
+
+def vast_status(inst: dict[str, Any] | None, *, scheduling_for_s: float = 0.0,
+                stuck_after_s: float = SCHEDULING_STUCK_S) -> dict[str, Any]:
+    """Map vast.ai's actual/intended/cur_state/status_msg to a state and what to do about it.
+
+    States: loading, running, paused (preempted / outbid), scheduling, stuck-scheduling (VAST3),
+    stopped (VAST1), offline (VAST7), gone.
+    """
+    if inst is None:
+        return {"state": "gone", "gotcha": None, "billing": False,
+                "advice": "the instance no longer exists (destroyed); nothing bills for it"}
+    actual = str(inst.get("actual_status") or "").lower()
+    intended = str(inst.get("intended_status") or "").lower()
+    cur = str(inst.get("cur_state") or "").lower()
+    msg = str(inst.get("status_msg") or "")
+    base = {"actual": actual, "intended": intended, "cur_state": cur, "status_msg": msg}
+    if actual == "offline" or cur == "offline" or "offline" in msg.lower():
+        return {**base, "state": "offline", "gotcha": "VAST7", "billing": True,
+                "advice": "the host went offline: treat it as lost; re-launch on a verified, "
+                          "reliable offer from your off-box checkpoint, and destroy this one"}
+    if intended == "stopped":
+        return {**base, "state": "stopped", "gotcha": "VAST1", "billing": True,
+                "advice": "stopped: compute is off but the disk KEEPS BILLING, forever, even "
+                          "at a negative balance. Pull results, then `rgt down` (destroy)"}
+    if actual == "scheduling" or (intended == "running" and "schedul" in msg.lower()):
+        if scheduling_for_s > stuck_after_s:
+            return {**base, "state": "stuck-scheduling", "gotcha": "VAST3", "billing": True,
+                    "advice": f"waiting {scheduling_for_s / 60:.0f} min for its own GPU, which "
+                              "someone else has rented; it may never come back. Create a NEW "
+                              "instance (same host if you need its volume, or another offer) "
+                              "and resume from your off-box checkpoint; don't wait"}
+        return {**base, "state": "scheduling", "gotcha": None, "billing": True,
+                "advice": "waiting for its GPU to free up"}
+    if actual in ("loading", "created", "") and intended in ("running", ""):
+        return {**base, "state": "loading", "gotcha": "VAST13", "billing": True,
+                "advice": "pulling the image and booting (1–5 min, longer for fat images); "
+                          "`vastai show logs ID` shows progress"}
+    if actual == "running":
+        return {**base, "state": "running", "gotcha": None, "billing": True,
+                "advice": "running and billing (compute, disk and bandwidth)"}
+    if intended == "running" and actual in PAUSED:
+        return {**base, "state": "paused", "gotcha": "VAST4", "billing": True,
+                "advice": "preempted (outbid or an on-demand rental took the GPU): paused, disk "
+                          "kept and billing. It resumes when the GPU frees, and onstart "
+                          "relaunches the run; the bid cannot be raised — re-launch elsewhere "
+                          "from a checkpoint if it stays paused"}
+    return {**base, "state": actual or "unknown", "gotcha": None, "billing": True,
+            "advice": "unrecognised state: check the console"}
+
+
+def instance_status(store: Store, box: Box,
+                    stuck_after_s: float = SCHEDULING_STUCK_S) -> dict[str, Any]:
+    """vast_status for the box's instance, remembering since when it has been Scheduling."""
+    instance_id = _instance_id(box)
+    with client() as api:
+        inst = find_instance(api, instance_id)
+    extra = dict(box.extra)
+    since = extra.get("scheduling_since")
+    scheduling = inst is not None and (str(inst.get("actual_status")) == "scheduling"
+                                       or "schedul" in str(inst.get("status_msg") or "").lower())
+    now = time.time()
+    if scheduling and since is None:
+        since = extra["scheduling_since"] = now
+    elif not scheduling and since is not None:
+        since = None
+        extra.pop("scheduling_since", None)
+    if extra != box.extra:
+        store.update_box(box.name, extra=extra)
+    status = vast_status(inst, scheduling_for_s=now - since if since else 0.0,
+                         stuck_after_s=stuck_after_s)
+    if inst is not None:
+        with_ssh = _has_ssh(inst)
+        status["ssh"] = "{} {}:{}".format(*reversed(ssh_endpoint(inst))) if with_ssh else None
+    return {"instance_id": instance_id, **status}
+
+
+def set_state(box: Box, state: str) -> str:
+    """PUT /instances/{id}/ {state}: 'running' resumes, 'stopped' stops compute ONLY (VAST1)."""
+    if state not in ("running", "stopped"):
+        raise UserError("state must be running or stopped")
+    instance_id = _instance_id(box)
+    with client() as api:
+        api.put(f"/instances/{instance_id}/", {"state": state})
+    if state == "stopped":
+        return (f"stopped vast.ai instance {instance_id}: compute billing halts but its disk KEEPS "
+                f"BILLING until destroyed (VAST1) — this is not a way to save money; to stop the "
+                f"meter, pull and verify, then `rgt down {box.name}`")
+    return (f"asked vast.ai to start instance {instance_id}; it waits for its own GPU and can sit "
+            f"in Scheduling (VAST3) — check `rgt cloud-status {box.name}`")
+
+
+def _instance_id(box: Box) -> int:
+    instance_id = box.extra.get("instance_id")
+    if not instance_id:
+        raise UserError(f"box {box.name!r} has no vast.ai instance id (registered with `rgt up`, "
+                        "not `rgt rent`): destroy it in the console")
+    return int(instance_id)
+
+
+# teardown ----------------------------------------------------------------------------------
+
+class VastPlatform:
+    """The Platform hook for `rgt down`: destroy (the only full meter stop), then confirm."""
+
+    confirm_s: float = 120
+
+    def stop_meter(self, store: Store, box: Box) -> str:
+        instance_id = _instance_id(box)
+        poll_s = poll_interval()
+        with client() as api:
+            try:
+                api.delete(f"/instances/{instance_id}/")
+            except ApiError as err:
+                if err.status != 404:
+                    raise
+            store.record("cloud-destroy", {"instance_id": instance_id}, box=box.name)
+            deadline = time.monotonic() + self.confirm_s
+            while (inst := find_instance(api, instance_id)) is not None:
+                if time.monotonic() > deadline:
+                    raise UserError(f"destroy was accepted but vast.ai still lists instance "
+                                    f"{instance_id} ({inst.get('actual_status')}) after "
+                                    f"{self.confirm_s:.0f} s; it may still bill — check the "
+                                    f"console")
+                time.sleep(poll_s)
+        extra = {**store.box(box.name).extra, "destroyed_at": time.time()}
+        store.update_box(box.name, extra=extra)
+        store.record("cloud-destroyed", {"instance_id": instance_id}, box=box.name)
+        return f"destroyed vast.ai instance {instance_id} (confirmed: no longer listed)"

@@ -1,0 +1,121 @@
+"""A tiny JSON HTTP server on 127.0.0.1 for faking a cloud control plane in tests.
+
+`FakeApi.handle(method, path, query, body)` returns (status, json_body); the base class does the
+threading, the request log (`requests`), authentication and injected failures (`fail_next`:
+a 429/5xx answered before the real handler, as a rate-limited control plane does now and then).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class FakeApi:
+    prefix = ""  # the API's path prefix, e.g. /api/v1
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.requests: list[Request] = []
+        self.failures: list[int] = []
+        self.lock = threading.RLock()
+        self.server: ThreadingHTTPServer | None = None
+
+    # to override ---------------------------------------------------------------------------
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        return headers.get("authorization") == f"Bearer {self.key}"
+
+    def unauthorized(self) -> tuple[int, Any]:
+        return 401, {"error": "unauthorized"}
+
+    def handle(self, req: Request) -> tuple[int, Any]:
+        raise NotImplementedError
+
+    # plumbing ------------------------------------------------------------------------------
+
+    def fail_next(self, status: int = 429, times: int = 1) -> None:
+        with self.lock:
+            self.failures += [status] * times
+
+    def calls(self, method: str, path_start: str = "") -> list[Request]:
+        with self.lock:
+            return [r for r in self.requests
+                    if r.method == method and r.path.startswith(path_start)]
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.server_address[1]}{self.prefix}"
+
+    def _dispatch(self, method: str, raw_path: str, headers: dict[str, str],
+                  raw_body: bytes) -> tuple[int, Any, dict[str, str]]:
+        parts = urlsplit(raw_path)
+        path = parts.path
+        if not path.startswith(self.prefix):
+            return 404, {"error": "not found"}, {}
+        path = path[len(self.prefix):] or "/"
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        try:
+            body = json.loads(raw_body) if raw_body else None
+        except ValueError:
+            return 400, {"error": "invalid json"}, {}
+        req = Request(method, path, query, body, headers)
+        with self.lock:
+            self.requests.append(req)
+            if not self.authorized(headers):
+                status, payload = self.unauthorized()
+                return status, payload, {}
+            if self.failures:
+                status = self.failures.pop(0)
+                return status, {"error": "rate limited" if status == 429 else "server error"}, \
+                    {"Retry-After": "0"}
+            status, payload = self.handle(req)
+            return status, payload, {}
+
+    def start(self) -> FakeApi:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                status, payload, extra = fake._dispatch(self.command, self.path, headers, raw)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in extra.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _serve
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None

@@ -1,0 +1,205 @@
+"""A fake Lambda Cloud API, with the documented request/response shapes.
+
+Docs: https://docs.lambda.ai/api/cloud (base https://cloud.lambdalabs.com/api/v1; auth: HTTP basic
+with the API key as user name and an empty password, or `Authorization: Bearer KEY`):
+
+- GET  /instance-types            → {"data": {name: {"instance_type": {name, description,
+                                     price_cents_per_hour, specs}, "regions_with_capacity_available":
+                                     [{name, description}]}}}
+- POST /instance-operations/launch → body {region_name, instance_type_name, ssh_key_names,
+                                     file_system_names, quantity, name} → {"data": {"instance_ids"}}
+- GET  /instances/{id}            → {"data": {id, name, ip, status, region, instance_type,
+                                     ssh_key_names, file_system_names}}
+- POST /instance-operations/terminate → body {instance_ids} → {"data": {"terminated_instances"}}
+- GET  /file-systems              → {"data": [{id, name, region: {name, description}, is_in_use,
+                                     bytes_used, mount_point, created}]}
+- GET  /ssh-keys                  → {"data": [{id, name, public_key}]}
+
+Errors: {"error": {"code", "message", "suggestion"}} — 401 global/invalid-api-key,
+400 global/invalid-parameters, 400 instance-operations/launch/insufficient-capacity,
+400 instance-operations/launch/file-system-in-wrong-region, 404 global/object-does-not-exist,
+429 rate limited. Filesystem constraints: docs.lambda.ai/public-cloud/filesystems (region-locked,
+attach at launch only).
+
+Honest on purpose: it rejects what the real API rejects, so the client cannot pass by sending
+something the real service would refuse.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from typing import Any
+
+from fake_http import FakeApi, Request
+
+REGIONS = {"us-east-1": "Virginia, USA", "us-west-1": "California, USA",
+           "us-south-1": "Texas, USA"}
+
+
+def _err(status: int, code: str, message: str, suggestion: str = "") -> tuple[int, Any]:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if suggestion:
+        body["suggestion"] = suggestion
+    return status, {"error": body}
+
+
+class FakeLambda(FakeApi):
+    prefix = "/api/v1"
+
+    def __init__(self, key: str, *, ip: str = "127.0.0.1") -> None:
+        super().__init__(key)
+        self.ip = ip
+        self.types: dict[str, dict[str, Any]] = {
+            "gpu_1x_h100_pcie": {"price_cents_per_hour": 249, "description": "1x H100 (80 GB PCIe)",
+                                 "gpu_description": "H100 (80 GB PCIe)"},
+            "gpu_8x_h100_sxm5": {"price_cents_per_hour": 2392,
+                                 "description": "8x H100 (80 GB SXM5)",
+                                 "gpu_description": "H100 (80 GB SXM5)"},
+            "gpu_1x_a10": {"price_cents_per_hour": 75, "description": "1x A10 (24 GB PCIe)",
+                           "gpu_description": "A10 (24 GB PCIe)"},
+        }
+        self.capacity: dict[str, set[str]] = {name: set() for name in self.types}
+        self.grant_after: dict[str, tuple[int, str]] = {}  # type → (after N polls, region)
+        self.type_polls = 0
+        self.filesystems: list[dict[str, Any]] = []
+        self.ssh_keys = [{"id": "key-1", "name": "laptop", "public_key": "ssh-ed25519 AAAA x"}]
+        self.instances: dict[str, dict[str, Any]] = {}
+        self.boot_polls = 2        # GETs an instance stays booting
+        self.terminate_polls = 2   # GETs an instance stays terminating
+        self.after_terminate = "terminated"  # or "unhealthy": a box stuck in Alert
+        self._ids = (f"inst-{n:04d}" for n in itertools.count(1))
+
+    # fixtures-facing helpers ---------------------------------------------------------------
+
+    def add_filesystem(self, name: str, region: str, bytes_used: int = 0) -> dict[str, Any]:
+        fs = {"id": f"fs-{len(self.filesystems) + 1}", "name": name,
+              "region": {"name": region, "description": REGIONS[region]},
+              "is_in_use": False, "bytes_used": bytes_used,
+              "mount_point": f"/lambda/nfs/{name}", "created": "2026-06-01T00:00:00+00:00"}
+        self.filesystems.append(fs)
+        return fs
+
+    def add_instance(self, status: str = "active", **fields: Any) -> dict[str, Any]:
+        inst = {"id": next(self._ids), "name": "x", "ip": self.ip, "status": status,
+                "region": {"name": "us-east-1", "description": REGIONS["us-east-1"]},
+                "instance_type": {"name": "gpu_1x_h100_pcie"}, "ssh_key_names": ["laptop"],
+                "file_system_names": [], "_polls": 0, **fields}
+        self.instances[inst["id"]] = inst
+        return inst
+
+    # auth ------------------------------------------------------------------------------------
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        auth = headers.get("authorization", "")
+        basic = "Basic " + base64.b64encode(f"{self.key}:".encode()).decode()
+        return auth in (basic, f"Bearer {self.key}")
+
+    def unauthorized(self) -> tuple[int, Any]:
+        return _err(401, "global/invalid-api-key", "API key was invalid, expired, or deleted.",
+                    "Check your API key or create a new one, then try again.")
+
+    # routes ----------------------------------------------------------------------------------
+
+    def handle(self, req: Request) -> tuple[int, Any]:
+        route = (req.method, req.path)
+        if route == ("GET", "/instance-types"):
+            return self._instance_types()
+        if route == ("GET", "/file-systems"):
+            return 200, {"data": self.filesystems}
+        if route == ("GET", "/ssh-keys"):
+            return 200, {"data": self.ssh_keys}
+        if route == ("GET", "/instances"):
+            return 200, {"data": [self._public(i) for i in self.instances.values()
+                                  if i["status"] != "terminated"]}
+        if req.method == "GET" and req.path.startswith("/instances/"):
+            return self._instance(req.path.split("/")[2])
+        if route == ("POST", "/instance-operations/launch"):
+            return self._launch(req.body or {})
+        if route == ("POST", "/instance-operations/terminate"):
+            return self._terminate(req.body or {})
+        return _err(404, "global/object-does-not-exist", f"no route {req.method} {req.path}")
+
+    def _instance_types(self) -> tuple[int, Any]:
+        self.type_polls += 1
+        for name, (after, region) in self.grant_after.items():
+            if self.type_polls > after:
+                self.capacity[name].add(region)
+        data = {}
+        for name, t in self.types.items():
+            data[name] = {
+                "instance_type": {"name": name, "description": t["description"],
+                                  "gpu_description": t["gpu_description"],
+                                  "price_cents_per_hour": t["price_cents_per_hour"],
+                                  "specs": {"vcpus": 26, "memory_gib": 200,
+                                            "storage_gib": 1024, "gpus": 1}},
+                "regions_with_capacity_available": [
+                    {"name": r, "description": REGIONS[r]} for r in sorted(self.capacity[name])],
+            }
+        return 200, {"data": data}
+
+    def _launch(self, body: dict[str, Any]) -> tuple[int, Any]:
+        region, itype = body.get("region_name"), body.get("instance_type_name")
+        if region not in REGIONS:
+            return _err(400, "global/invalid-parameters", f"Invalid region name {region!r}")
+        if itype not in self.types:
+            return _err(400, "global/invalid-parameters", f"Invalid instance type {itype!r}")
+        keys = body.get("ssh_key_names")
+        if not isinstance(keys, list) or len(keys) != 1:
+            return _err(400, "global/invalid-parameters", "Exactly one SSH key name is required")
+        if keys[0] not in {k["name"] for k in self.ssh_keys}:
+            return _err(400, "global/invalid-parameters", f"SSH key {keys[0]!r} does not exist")
+        if body.get("quantity", 1) != 1:
+            return _err(400, "global/invalid-parameters", "quantity must be 1 here")
+        fs_names = body.get("file_system_names") or []
+        for fs_name in fs_names:
+            fs = next((f for f in self.filesystems if f["name"] == fs_name), None)
+            if fs is None:
+                return _err(400, "global/invalid-parameters",
+                            f"File system {fs_name!r} does not exist")
+            if fs["region"]["name"] != region:
+                return _err(400, "instance-operations/launch/file-system-in-wrong-region",
+                            "File system is in a different region than the instance.",
+                            "Launch in the file system's region.")
+        if region not in self.capacity[itype]:
+            return _err(400, "instance-operations/launch/insufficient-capacity",
+                        "Not enough capacity to fulfill launch request.",
+                        "Choose an instance type with more availability, or try again later.")
+        inst = self.add_instance(status="booting", name=body.get("name") or "",
+                                 ip=None, region={"name": region,
+                                                  "description": REGIONS[region]},
+                                 instance_type={"name": itype}, ssh_key_names=keys,
+                                 file_system_names=fs_names)
+        for fs in self.filesystems:
+            if fs["name"] in fs_names:
+                fs["is_in_use"] = True
+        return 200, {"data": {"instance_ids": [inst["id"]]}}
+
+    def _instance(self, instance_id: str) -> tuple[int, Any]:
+        inst = self.instances.get(instance_id)
+        if inst is None:
+            return _err(404, "global/object-does-not-exist", "Specified instance does not exist.")
+        inst["_polls"] += 1
+        if inst["status"] == "booting" and inst["_polls"] > self.boot_polls:
+            inst.update(status="active", ip=self.ip)
+        elif inst["status"] == "terminating" and inst["_polls"] > self.terminate_polls:
+            inst["status"] = self.after_terminate
+        return 200, {"data": self._public(inst)}
+
+    def _terminate(self, body: dict[str, Any]) -> tuple[int, Any]:
+        ids = body.get("instance_ids")
+        if not isinstance(ids, list) or not ids:
+            return _err(400, "global/invalid-parameters", "instance_ids is required")
+        done = []
+        for instance_id in ids:
+            inst = self.instances.get(instance_id)
+            if inst is None or inst["status"] == "terminated":
+                return _err(404, "global/object-does-not-exist",
+                            f"Instance {instance_id} does not exist.")
+            inst.update(status="terminating", _polls=0)
+            done.append(self._public(inst))
+        return 200, {"data": {"terminated_instances": done}}
+
+    @staticmethod
+    def _public(inst: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in inst.items() if not k.startswith("_")}

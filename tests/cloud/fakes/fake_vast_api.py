@@ -1,0 +1,171 @@
+"""A fake vast.ai API, with the documented request/response shapes.
+
+Docs: https://docs.vast.ai/api-reference (base https://console.vast.ai/api/v0, auth
+`Authorization: Bearer KEY`):
+
+- GET    /bundles/?q={json}   search offers (docs.vast.ai/api-reference/search/search-offers):
+                              q holds field filters {"field": {"eq"|"gte"|"lte"|...: v}},
+                              "order": [[field, "asc"|"desc"]], "type", "limit" → {"offers": [...]}
+- PUT    /asks/{offer_id}/    create instance (docs.vast.ai/api-reference/instances/create-instance):
+                              {client_id, image, disk, onstart, env, runtype, price?, label}
+                              → {"success": true, "new_contract": ID}
+- GET    /instances/          show instances (…/instances/show-instances): {"instances": [{id,
+                              actual_status, intended_status, cur_state, status_msg, ssh_host,
+                              ssh_port, public_ipaddr, ports: {"22/tcp": [{HostIp, HostPort}]},
+                              dph_total, ...}]}
+- PUT    /instances/{id}/     manage instance: {"state": "running"|"stopped"} → {"success": true}
+- DELETE /instances/{id}/     destroy instance → {"success": true}
+
+Errors: 401 {"success": false, "error": "invalid_user", "msg": ...} on a missing/wrong key, 400
+{"success": false, "error": "invalid_args", "msg": ...} on a bad request, 404 on an unknown ask or
+instance, 429 on rate limiting. Bidding: vast.ai/article/Rental-Types (price below min_bid refused).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+from fake_http import FakeApi, Request
+
+OPS = {"eq": lambda a, b: a == b, "neq": lambda a, b: a != b, "gt": lambda a, b: a > b,
+       "gte": lambda a, b: a >= b, "lt": lambda a, b: a < b, "lte": lambda a, b: a <= b,
+       "in": lambda a, b: a in b, "notin": lambda a, b: a not in b}
+META_KEYS = {"order", "type", "limit", "allocated_storage"}
+
+BOOT = [("created", None, "Pulling image"),
+        ("loading", None, "Pulling image pytorch/pytorch:2.4.0: 3/10 layers"),
+        ("loading", None, "Pulling image pytorch/pytorch:2.4.0: 9/10 layers"),
+        ("running", "running", "success, running pytorch/pytorch_2.4.0/ssh")]
+
+
+def offer(id: int, *, gpu: str = "RTX 4090", dph: float = 0.40, reliability: float = 0.995,
+          verified: bool = True, direct: int = 4, cuda: float = 12.4, rentable: bool = True,
+          up: float = 0.0, down: float = 0.0, min_bid: float = 0.15) -> dict[str, Any]:
+    return {"id": id, "ask_contract_id": id, "gpu_name": gpu, "num_gpus": 1, "dph_total": dph,
+            "inet_up_cost": up, "inet_down_cost": down, "reliability2": reliability,
+            "verified": verified, "rentable": rentable, "rented": False,
+            "direct_port_count": direct, "cuda_max_good": cuda, "driver_version": "550.54.14",
+            "disk_space": 200.0, "storage_cost": 0.15, "min_bid": min_bid,
+            "geolocation": "Sweden, SE"}
+
+
+class FakeVast(FakeApi):
+    prefix = "/api/v0"
+
+    def __init__(self, key: str, *, ssh_port: int = 22) -> None:
+        super().__init__(key)
+        self.ssh_port = ssh_port
+        self.offers: list[dict[str, Any]] = []
+        self.ignore_filters = False  # answer every offer, as a sloppy search would
+        self.required_query: dict[str, Any] = {}  # filters every search must carry
+        self.instances: dict[int, dict[str, Any]] = {}
+        self.boot = list(BOOT)
+        self.destroy_polls = 1  # listings during which a destroyed instance still shows
+        self._ids = itertools.count(9000001)
+
+    def unauthorized(self) -> tuple[int, Any]:
+        return 401, {"success": False, "error": "invalid_user",
+                     "msg": "Invalid user key or missing Authorization header."}
+
+    def handle(self, req: Request) -> tuple[int, Any]:
+        parts = [p for p in req.path.split("/") if p]
+        if req.method == "GET" and parts == ["bundles"]:
+            return self._search(req.query.get("q", "{}"))
+        if req.method == "PUT" and len(parts) == 2 and parts[0] == "asks":
+            return self._create(int(parts[1]), req.body or {})
+        if req.method == "GET" and parts == ["instances"]:
+            return 200, {"instances": self._list()}
+        if len(parts) == 2 and parts[0] == "instances":
+            inst = self.instances.get(int(parts[1]))
+            if inst is None or inst.get("_destroyed_after") == 0:
+                return 404, {"success": False, "error": "no_such_instance",
+                             "msg": "Instance not found."}
+            if req.method == "DELETE":
+                inst["_destroyed_after"] = self.destroy_polls
+                return 200, {"success": True}
+            if req.method == "PUT":
+                state = (req.body or {}).get("state")
+                if state not in ("running", "stopped"):
+                    return 400, {"success": False, "error": "invalid_args",
+                                 "msg": "state must be running or stopped"}
+                inst["intended_status"] = state
+                return 200, {"success": True}
+        return 404, {"success": False, "error": "not_found", "msg": f"{req.method} {req.path}"}
+
+    def _search(self, raw: str) -> tuple[int, Any]:
+        try:
+            q = json.loads(raw)
+        except ValueError:
+            return 400, {"success": False, "error": "invalid_args", "msg": "q is not JSON"}
+        for key, want in self.required_query.items():
+            if q.get(key) != want:
+                return 400, {"success": False, "error": "test_assertion",
+                             "msg": f"search without {key}={want}: got {q.get(key)}"}
+        rows = list(self.offers)
+        if not self.ignore_filters:
+            for key, cond in q.items():
+                if key in META_KEYS:
+                    continue
+                if not isinstance(cond, dict):
+                    return 400, {"success": False, "error": "invalid_args",
+                                 "msg": f"filter {key} must be an object"}
+                for op, value in cond.items():
+                    if op not in OPS:
+                        return 400, {"success": False, "error": "invalid_args",
+                                     "msg": f"unknown operator {op}"}
+                    rows = [r for r in rows if key in r and OPS[op](r[key], value)]
+            for field, direction in q.get("order", []):
+                rows.sort(key=lambda r, f=field: r.get(f, 0), reverse=direction == "desc")
+        return 200, {"offers": rows}
+
+    def _create(self, offer_id: int, body: dict[str, Any]) -> tuple[int, Any]:
+        ask = next((o for o in self.offers if o["id"] == offer_id), None)
+        if ask is None or not ask["rentable"] or ask["rented"]:
+            return 404, {"success": False, "error": "no_such_ask",
+                         "msg": f"Instance type by id {offer_id} is not available."}
+        if not body.get("image"):
+            return 400, {"success": False, "error": "invalid_args", "msg": "image is required"}
+        if not isinstance(body.get("disk"), int | float) or body["disk"] < 10:
+            return 400, {"success": False, "error": "invalid_args", "msg": "disk must be >= 10"}
+        if body.get("runtype") not in ("ssh", "ssh_direct", "ssh_proxy", "jupyter",
+                                       "jupyter_direct", "args"):
+            return 400, {"success": False, "error": "invalid_args", "msg": "bad runtype"}
+        if not isinstance(body.get("env", {}), dict):
+            return 400, {"success": False, "error": "invalid_args", "msg": "env must be a dict"}
+        if len(body.get("onstart") or "") > 16 * 1024:
+            return 400, {"success": False, "error": "invalid_args", "msg": "onstart over 16 KB"}
+        price = body.get("price")
+        if price is not None and price < ask["min_bid"]:
+            return 400, {"success": False, "error": "invalid_args",
+                         "msg": f"bid {price} below min_bid {ask['min_bid']}"}
+        ask["rented"] = True
+        instance_id = next(self._ids)
+        self.instances[instance_id] = {
+            "id": instance_id, "label": body.get("label"), "image_uuid": body["image"],
+            "actual_status": None, "intended_status": "running", "cur_state": "running",
+            "status_msg": None, "dph_total": price if price is not None else ask["dph_total"],
+            "is_bid": price is not None, "gpu_name": ask["gpu_name"], "num_gpus": 1,
+            "ssh_host": "ssh5.vast.ai", "ssh_port": 31234, "public_ipaddr": None, "ports": {},
+            "_env": body.get("env", {}), "_onstart": body.get("onstart", ""),
+            "_runtype": body["runtype"], "_boot": list(self.boot),
+        }
+        return 200, {"success": True, "new_contract": instance_id}
+
+    def _list(self) -> list[dict[str, Any]]:
+        out = []
+        for instance_id, inst in list(self.instances.items()):
+            if "_destroyed_after" in inst:
+                if inst["_destroyed_after"] <= 0:
+                    continue
+                inst["_destroyed_after"] -= 1
+            elif inst["_boot"]:
+                actual, _, msg = inst["_boot"].pop(0)
+                inst.update(actual_status=actual, status_msg=msg)
+                if actual == "running" and inst["_runtype"].endswith("direct"):
+                    inst.update(public_ipaddr="127.0.0.1",
+                                ports={"22/tcp": [{"HostIp": "0.0.0.0",
+                                                   "HostPort": str(self.ssh_port)}]})
+            out.append({k: v for k, v in inst.items() if not k.startswith("_")})
+        return out
