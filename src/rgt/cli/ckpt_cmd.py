@@ -8,26 +8,13 @@ import typer
 from rich.table import Table
 
 from rgt.ckpt import CheckpointNotFoundError, list_checkpoints, verify_file
-from rgt.cli.console import console
+from rgt.cli.console import console, duration
 
 ckpt_app = typer.Typer(
     name="ckpt",
     help="Inspect checkpoints written by rgt.ckpt: list them, verify one.",
     no_args_is_help=True,
 )
-
-
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
 @ckpt_app.command("ls")
@@ -61,7 +48,7 @@ def ls(
             str(i.step),
             "-" if i.metric is None else f"{i.metric:.6g}",
             "?" if i.bytes is None else f"{i.bytes:,}",
-            _age(i.age_s),
+            duration(i.age_s),
             ver,
             i.path.name,
         )

@@ -38,7 +38,7 @@ def offers(
     limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable rows.")] = False,
 ) -> None:
-    """vast.ai offers, safe filters on (verified, rentable, direct SSH, reliable), cheapest first."""
+    """vast.ai offers with safe filters on (verified, rentable, direct SSH, reliable)."""
     from rgt.platforms import vastai
 
     rows = vastai.offers(gpu, max_price, num_gpus=num_gpus, min_reliability=min_reliability,

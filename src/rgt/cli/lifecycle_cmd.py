@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from rgt.cli import app
-from rgt.cli.console import console, err_console
+from rgt.cli.console import console, duration, err_console
 from rgt.errors import UserError
 from rgt.lifecycle import audit as audit_mod
 from rgt.lifecycle import boxes, launch, money
@@ -28,17 +28,6 @@ BoxArg = Annotated[str, typer.Argument(help="The box's name, as given to `rgt up
 RunArg = Annotated[str | None, typer.Argument(help="Run id (a unique prefix will do); "
                                                    "default: the newest run.")]
 STEP = re.compile(r"\bstep[=: ]+(\d+)")
-
-
-def _ago(seconds: float) -> str:
-    seconds = max(0, seconds)
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}m"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f}h"
-    return f"{seconds / 86400:.1f}d"
 
 
 @app.command()
@@ -197,7 +186,7 @@ def _render_summary(store: Store, box: str, run_id: str, s: dict) -> None:
              + (f"  exit {s['exit_code']}" if s.get("exit_code") is not None else "")
              + (f"  signal {s['signal']}" if s.get("signal") else "")]
     if s.get("duration") is not None:
-        lines.append(f"elapsed  {_ago(s['duration'])}")
+        lines.append(f"elapsed  {duration(s['duration'])}")
     if s.get("heartbeat_age") is not None and s["status"] == "running":
         lines.append(f"heartbeat {s['heartbeat_age']:.0f}s ago")
     if s.get("metrics"):
@@ -299,10 +288,13 @@ def ls_cmd(
             continue
         warnings = [escape(c) for c in line.clocks]
         if line.idle_s is not None and line.idle_s > idle_after * 60:
-            warnings.insert(0, f"[bold red]idle {_ago(line.idle_s)} with no live run (GEN1)[/]")
+            warnings.insert(0, f"[bold red]idle {duration(line.idle_s)} with no live run (GEN1)[/]")
         warnings += [f"[yellow]still billing: {escape(b)}[/]" for b in line.still_billing]
         spent = f"${line.spent:.2f}" if line.spent is not None else "-"
-        table.add_row(line.box.name, line.box.profile, line.box.state, _ago(line.uptime_s),
+        table.add_row(line.box.name, line.box.profile, line.box.state, duration(line.uptime_s),
                       spent, str(line.live_runs), "\n".join(warnings))
+    if not table.rows:
+        console.print("No boxes yet. Try [bold]rgt demo[/], or register one with [bold]rgt up[/].")
+        return
     console.print(table)
 
