@@ -98,7 +98,9 @@ class SlurmCluster:
             "SlurmdUser=root",
             "AuthType=auth/munge",
             "CredType=cred/munge",
-            f"AuthInfo=socket={self.munge_socket}",
+            # cred_expire also sets how long a requeued job waits before it may start again
+            # (120 s by default): keep the requeue tests fast.
+            f"AuthInfo=socket={self.munge_socket},cred_expire=10",
             f"StateSaveLocation={r}/state",
             f"SlurmdSpoolDir={r}/spool",
             f"SlurmctldPidFile={r}/slurmctld.pid",
@@ -111,6 +113,7 @@ class SlurmCluster:
             "TaskPlugin=task/none",
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core_Memory",
+            "DefMemPerCPU=512",
             "JobCompType=jobcomp/filetxt",
             f"JobCompLoc={self.jobcomp}",
             "AccountingStorageType=accounting_storage/none",

@@ -221,3 +221,15 @@ def test_unknown_box_and_run_are_clear(cli):
     cli.ok("up", "box")
     result = cli("watch", "box")
     assert result.returncode == 2 and "has no runs yet" in result.stderr
+
+
+def test_watch_follow_streams_the_log_then_reports(cli, tmp_path):
+    up_local(cli)
+    spec = write_job(tmp_path / "job", run=SUCCEED, outputs=["out"])
+    run_id = launch(cli, "box", spec)
+    result = cli("watch", "box", run_id, "--follow", timeout=90)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.index("step=1") < out.index("step=3") < out.index("status")
+    assert "[rgt] exit=0 status=succeeded" in out
+    assert "step=2" in cli.ok("logs", "box").stdout

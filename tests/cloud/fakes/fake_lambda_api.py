@@ -4,8 +4,8 @@ Docs: https://docs.lambda.ai/api/cloud (base https://cloud.lambdalabs.com/api/v1
 with the API key as user name and an empty password, or `Authorization: Bearer KEY`):
 
 - GET  /instance-types            → {"data": {name: {"instance_type": {name, description,
-                                     price_cents_per_hour, specs}, "regions_with_capacity_available":
-                                     [{name, description}]}}}
+                                     price_cents_per_hour, specs},
+                                     "regions_with_capacity_available": [{name, description}]}}}
 - POST /instance-operations/launch → body {region_name, instance_type_name, ssh_key_names,
                                      file_system_names, quantity, name} → {"data": {"instance_ids"}}
 - GET  /instances/{id}            → {"data": {id, name, ip, status, region, instance_type,

@@ -6,7 +6,7 @@ Docs: https://docs.vast.ai/api-reference (base https://console.vast.ai/api/v0, a
 - GET    /bundles/?q={json}   search offers (docs.vast.ai/api-reference/search/search-offers):
                               q holds field filters {"field": {"eq"|"gte"|"lte"|...: v}},
                               "order": [[field, "asc"|"desc"]], "type", "limit" → {"offers": [...]}
-- PUT    /asks/{offer_id}/    create instance (docs.vast.ai/api-reference/instances/create-instance):
+- PUT    /asks/{offer_id}/    create instance (…/instances/create-instance):
                               {client_id, image, disk, onstart, env, runtype, price?, label}
                               → {"success": true, "new_contract": ID}
 - GET    /instances/          show instances (…/instances/show-instances): {"instances": [{id,
@@ -155,7 +155,7 @@ class FakeVast(FakeApi):
 
     def _list(self) -> list[dict[str, Any]]:
         out = []
-        for instance_id, inst in list(self.instances.items()):
+        for inst in list(self.instances.values()):
             if "_destroyed_after" in inst:
                 if inst["_destroyed_after"] <= 0:
                     continue

@@ -1,0 +1,42 @@
+"""`rgt rent` → run → `rgt down` through the real CLI, on a box whose "instance" is the real sshd
+on 127.0.0.1 (the fake vast.ai API maps its 22/tcp there). The Iron Law holds for rented boxes:
+no destroy reaches the API until the run is pulled and verified."""
+
+from __future__ import annotations
+
+from boxkit import write_job
+from cloudkit import rgt_cli
+from fake_vast_api import offer
+
+IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
+
+
+def test_destroy_refused_without_evidence_then_confirmed(vast_api, sshd_server, tmp_path):
+    vast_api.offers = [offer(102, dph=0.35)]
+    vast_api.ssh_port = sshd_server.port
+    rent = rgt_cli("rent", "v", "--profile", "vastai", "--offer", "102", "--image", IMAGE,
+                   "--disk", "20", "--identity", str(sshd_server.client_key),
+                   "--data-dir", str(tmp_path / "workspace"))
+    assert rent.returncode == 0, rent.stderr
+    assert "instance 9000001" in rent.stdout and "loading" in rent.stderr
+    spec = write_job(tmp_path / "job", run="mkdir -p out && echo '{\"acc\": 1}' > out/m.json",
+                     outputs=["out"])
+    run = rgt_cli("run", "v", str(spec))
+    assert run.returncode == 0, run.stderr
+    run_id = run.stdout.strip().splitlines()[-1]
+    assert rgt_cli("watch", "v", run_id, "--until-done", "--timeout", "60").returncode == 0
+
+    refused = rgt_cli("down", "v", "--yes")
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert "never pulled" in refused.stderr
+    assert not vast_api.calls("DELETE"), "destroy must not reach the API without evidence"
+
+    pulled = rgt_cli("pull", "v", run_id, "--dest", str(tmp_path / "pulled"))
+    assert pulled.returncode == 0, pulled.stderr
+    down = rgt_cli("down", "v", input="v\n")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "destroyed vast.ai instance 9000001" in down.stdout
+    (destroy,) = vast_api.calls("DELETE", "/instances/9000001")
+    assert vast_api.instances[9000001]["_destroyed_after"] == 0  # confirmed gone from listing
+    listing = rgt_cli("ls", "--all")
+    assert "down" in listing.stdout

@@ -1,0 +1,232 @@
+"""The Slurm platform against a real (private, one-node) Slurm cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from cli import rgt
+
+from rgt.lifecycle import watch
+from rgt.platforms.slurm import SlurmPlatform, parse_records
+from rgt.spec import load_spec
+
+PY = sys.executable
+BIN = str(Path(PY).parent)
+
+
+def write_spec(tmp_path: Path, **fields) -> Path:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    path = work / "job.yaml"
+    path.write_text(yaml.safe_dump({"workdir": ".", **fields}))
+    return path
+
+
+def job_record(cluster, job_id: str) -> dict[str, str]:
+    out = cluster.cmd("scontrol", "show", "job", "-o", job_id, check=False).stdout
+    records = parse_records(out)
+    return records[0] if records else {}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_walltime_signal_checkpoints_requeues_and_resumes_bitwise(
+        slurm_cluster, slurm_box, slurm_env, tmp_path):
+    """--time=1 with --signal=B:TERM@20: trap → checkpoint → requeue → resume → same weights."""
+    store, box = slurm_box
+    steps = 200
+    train = (f"{PY} -m rgt.examples.train_mlp --steps {steps} --save-every 20 "
+             "--metrics-every 10 --ckpt-dir $RGT_CKPT_DIR --out $RGT_DURABLE_DIR/out")
+    spec_path = write_spec(
+        tmp_path, name="mlp", run=train + " --sleep 0.25",
+        resources={"time": "00:01:00", "mem": "1G", "cpus": 1},
+        # LEAD = checkpoint write (5 s, measured for this tiny model) + jitter; the test
+        # cluster checks time limits every 30 s, so 15 s of modelled jitter is enough here.
+        env={"RGT_CKPT_WRITE_S": "5", "RGT_SLURM_SIGNAL_JITTER_S": "15"})
+    # the reference: the same training, uninterrupted, here
+    ref = tmp_path / "ref"
+    subprocess.run([PY, "-m", "rgt.examples.train_mlp", "--steps", str(steps),
+                    "--save-every", "20", "--ckpt-dir", str(ref / "ckpt"),
+                    "--out", str(ref / "out")], check=True, capture_output=True, timeout=120)
+
+    result = rgt("run", "hpc", str(spec_path), env=slurm_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    run_id = result.stdout.strip().splitlines()[-1]
+    run = store.run("hpc", run_id)
+    job_id = run.spec["platform_run"]["job_id"]
+    assert run.spec["detach"] == f"sbatch:{job_id}"
+    script = Path(run.spec["platform_run"]["script"]).read_text()
+    assert "#SBATCH --signal=B:TERM@20" in script and "#SBATCH --time=00:01:00" in script
+
+    # Wait for the walltime warning to preempt the first attempt (Restarts=1), then give the
+    # requeued attempt room to finish: the identical script must resume, not restart.
+    deadline = time.monotonic() + 120
+    rec: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        rec = job_record(slurm_cluster, job_id)
+        if int(rec.get("Restarts") or 0) >= 1:
+            break
+        assert rec.get("JobState") not in ("COMPLETED", "FAILED", "TIMEOUT"), rec
+        time.sleep(0.5)
+    else:
+        pytest.fail(f"job {job_id} was never requeued: {rec}\n{slurm_cluster.logs()}")
+    slurm_cluster.cmd("scontrol", "update", f"JobId={job_id}", "TimeLimit=10")
+
+    done = rgt("watch", "hpc", run_id, "--until-done", "--timeout", "180", env=slurm_env,
+               timeout=240)
+    log = (Path(box.data_dir) / "rgt" / run_id / "log").read_text()
+    assert done.returncode == 0, done.stdout + done.stderr + log
+    assert "succeeded" in done.stdout
+    preempted = re.search(r"^preempted step=(\d+) signal=SIGTERM$", log, re.M)
+    resumed = re.search(r"^resumed step=(\d+)", log, re.M)
+    assert preempted and resumed, log
+    assert int(resumed[1]) == int(preempted[1]) > 0
+    assert "requeueing job" in log and f"done step={steps}" in log
+    assert log.count("fresh start") == 1
+
+    import torch
+
+    ours = torch.load(Path(box.durable_dir) / "rgt" / run_id / "out" / "final.pt",
+                      weights_only=False)
+    theirs = torch.load(ref / "out" / "final.pt", weights_only=False)
+    assert ours["step"] == theirs["step"] == steps
+    for key, tensor in theirs["model"].items():
+        assert torch.equal(ours["model"][key], tensor), key
+
+    logs = rgt("logs", "hpc", run_id, "--tail", "3", env=slurm_env)
+    assert logs.returncode == 0 and "step exited 0" in logs.stdout
+
+
+CELL = r"""
+import json, os, sys, time
+cell = os.environ["RGT_CELL_DIR"]
+t0 = time.time()
+time.sleep(3)
+with open(os.path.join(cell, "out", "runs.jsonl"), "a") as f:
+    f.write(json.dumps({"lr": sys.argv[1], "seed": sys.argv[2],
+                        "env_lr": os.environ["RGT_PARAM_LR"], "ckpt": os.environ["RGT_CKPT_DIR"],
+                        "task": os.environ["SLURM_ARRAY_TASK_ID"],
+                        "start": t0, "end": time.time()}) + "\n")
+"""
+
+
+def test_sweep_is_one_job_array_each_cell_once_in_its_own_dir(slurm_cluster, slurm_box,
+                                                                tmp_path):
+    store, box = slurm_box
+    spec_path = write_spec(tmp_path, name="sweep", run=f"{PY} cell.py {{lr}} {{seed}}",
+                           resources={"mem": "200M", "cpus": 1})
+    (spec_path.parent / "cell.py").write_text(CELL)
+    grid = {"lr": [0.1, 0.01], "seed": [0, 1]}
+    run = SlurmPlatform().launch(store, box, load_spec(spec_path), "sweep-1", grid=grid,
+                                 max_parallel=2)
+    job_id = run.spec["platform_run"]["job_id"]
+    assert run.spec["platform_run"]["cells"] == 4
+    slurm_cluster.wait_for_job(job_id, timeout=90)
+    cells = Path(box.durable_dir) / "rgt" / "sweep-1" / "cells"
+    assert sorted(p.name for p in cells.iterdir()) == ["0", "1", "2", "3"]
+    seen, spans = set(), []
+    for i in range(4):
+        lines = (cells / str(i) / "out" / "runs.jsonl").read_text().splitlines()
+        assert len(lines) == 1, (i, lines)  # exactly once
+        rec = json.loads(lines[0])
+        assert rec["task"] == str(i) and rec["env_lr"] == rec["lr"]
+        assert rec["ckpt"] == str(cells / str(i) / "ckpt")
+        seen.add((rec["lr"], rec["seed"]))
+        spans.append((rec["start"], rec["end"]))
+    assert seen == {("0.1", "0"), ("0.1", "1"), ("0.01", "0"), ("0.01", "1")}
+    for start, _ in spans:  # %2: never more than two cells at once
+        assert sum(1 for s, e in spans if s <= start < e) <= 2
+    summary = watch.refresh(store, box, run)
+    assert summary["status"] == "succeeded", summary
+    assert "array: 4 COMPLETED" in summary["causes"][0]
+
+
+HOG = r"""
+import time
+blocks = []
+for _ in range(40):
+    blocks.append(bytearray(50 * 1024 * 1024))  # touched: bytearray zero-fills
+    time.sleep(0.2)
+print("survived", flush=True)
+"""
+
+
+def test_memory_overrun_is_reported_with_slurm4_advice(slurm_cluster, slurm_box, tmp_path):
+    store, box = slurm_box
+    spec_path = write_spec(tmp_path, name="hog", run=f"{PY} hog.py",
+                           resources={"mem": "300M", "cpus": 1})
+    (spec_path.parent / "hog.py").write_text(HOG)
+    run = SlurmPlatform().launch(store, box, load_spec(spec_path), "hog-1")
+    slurm_cluster.wait_for_job(run.spec["platform_run"]["job_id"], timeout=90)
+    summary = watch.refresh(store, box, run)
+    if "survived" in "\n".join(summary["log_tail"]):
+        pytest.skip("this cluster does not enforce --mem (no cgroup, OverMemoryKill inactive)")
+    assert summary["status"] == "failed", summary
+    assert any("SLURM4" in c for c in summary["causes"]), summary
+    assert "raise --mem" in summary["advice"] and "do not shrink the batch" in summary["advice"]
+    assert re.search(r"at least \d+M", summary["advice"]), summary["advice"]
+    assert store.run("hpc", "hog-1").status == "failed"
+
+
+DIST = r"""
+import os
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+t = torch.tensor([rank + 1.0])
+dist.all_reduce(t)
+out = os.path.join(os.environ["RGT_DURABLE_DIR"], "out")
+os.makedirs(out, exist_ok=True)
+with open(os.path.join(out, f"rank{rank}.txt"), "w") as f:
+    f.write(f"{world} {t.item()} {os.environ['LOCAL_RANK']}\n")
+dist.destroy_process_group()
+"""
+
+
+def test_torchrun_two_processes_through_the_generated_script(slurm_cluster, slurm_box,
+                                                             tmp_path):
+    store, box = slurm_box
+    spec_path = write_spec(
+        tmp_path, name="dist", run="python dist.py", resources={"mem": "2G", "cpus": 2},
+        env={"RGT_NPROC_PER_NODE": "2", "RGT_RDZV_PORT": str(free_port()),
+             "PATH": f"{BIN}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1"})
+    (spec_path.parent / "dist.py").write_text(DIST)
+    run = SlurmPlatform().launch(store, box, load_spec(spec_path), "dist-1")
+    script = Path(run.spec["platform_run"]["script"]).read_text()
+    assert "torchrun --nnodes=$SLURM_NNODES --nproc-per-node=2" in script
+    slurm_cluster.wait_for_job(run.spec["platform_run"]["job_id"], timeout=120)
+    summary = watch.refresh(store, box, run)
+    assert summary["status"] == "succeeded", summary
+    out = Path(box.durable_dir) / "rgt" / "dist-1" / "out"
+    for rank in (0, 1):
+        assert (out / f"rank{rank}.txt").read_text().split() == ["2", "3.0", str(rank)]
+
+
+def test_stop_meter_scancels_live_jobs(slurm_cluster, slurm_box, tmp_path):
+    store, box = slurm_box
+    spec_path = write_spec(tmp_path, name="idle", run="sleep 300",
+                           resources={"mem": "100M", "cpus": 1})
+    platform = SlurmPlatform()
+    run = platform.launch(store, box, load_spec(spec_path), "idle-1")
+    job_id = run.spec["platform_run"]["job_id"]
+    outcome = platform.stop_meter(store, box)
+    assert outcome.startswith(f"scancel {job_id}: cancelled 1 live job"), outcome
+    slurm_cluster.wait_for_job(job_id, timeout=30)
+    assert store.run("hpc", "idle-1").status == "cancelled"
+    summary = watch.refresh(store, box, store.run("hpc", "idle-1"))
+    assert summary["status"] == "cancelled", summary
+    assert platform.stop_meter(store, box).startswith("no live Slurm jobs")

@@ -1,0 +1,236 @@
+"""The Slurm platform's pure parts: script text, option maths, state mapping (no cluster)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from rgt.errors import UserError
+from rgt.platforms import slurm
+from rgt.spec import JobSpec
+
+PATHS = slurm.ScriptPaths("/data/rgt/r1", "/data/rgt/r1/code", "/scratch/rgt/r1/ckpt",
+                          "/scratch/rgt/r1", "/data/rgt/r1/slurm-%j.out")
+
+
+def spec(**fields) -> JobSpec:
+    base = {"name": "mlp", "run": "python train.py --ckpt-dir $RGT_CKPT_DIR",
+            "resources": {"time": "01:00:00", "mem": "16G", "cpus": 4}}
+    return JobSpec.model_validate({**base, **fields})
+
+
+def bash_n(script: str) -> None:
+    result = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def directives(script: str) -> list[str]:
+    return [line.removeprefix("#SBATCH ") for line in script.splitlines()
+            if line.startswith("#SBATCH ")]
+
+
+def test_signal_lead_is_checkpoint_time_plus_jitter():
+    assert slurm.signal_lead() == 90
+    assert slurm.signal_lead(300) == 360
+    assert slurm.signal_lead(12.2, jitter_s=0) == 13
+    with pytest.raises(ValueError):
+        slurm.signal_lead(-1)
+    assert slurm.lead_for({"RGT_CKPT_WRITE_S": "45"}) == 105
+    assert slurm.lead_for({"RGT_CKPT_WRITE_S": "5", "RGT_SLURM_SIGNAL_JITTER_S": "10"}) == 15
+    assert slurm.lead_for({"RGT_SLURM_SIGNAL_LEAD_S": "50", "RGT_CKPT_WRITE_S": "999"}) == 50
+    with pytest.raises(UserError):
+        slurm.lead_for({"RGT_CKPT_WRITE_S": "soon"})
+
+
+def test_time_and_mem_conversions():
+    assert slurm.slurm_time("01:30:00") == "01:30:00"
+    assert slurm.slurm_time("2-00:00:00") == "2-00:00:00"
+    assert slurm.slurm_time("90") == "90"
+    assert slurm.slurm_time("90m") == "01:30:00"
+    assert slurm.slurm_time("45s") == "00:01:00"  # one-minute granularity
+    assert slurm.slurm_time("2h") == "02:00:00"
+    with pytest.raises(UserError):
+        slurm.slurm_time("soon")
+    assert slurm.slurm_mem("16G") == "16G"
+    assert slurm.slurm_mem("16GiB") == "16G"
+    assert slurm.slurm_mem("1.5G") == "1536M"
+    assert slurm.mem_advice_mb(1024 * 1000) == 1200
+
+
+def test_batch_script_directives_and_step():
+    script = slurm.render_batch_script(
+        spec(resources={"time": "00:10:00", "mem": "16G", "cpus": 4, "gpu": "A100:2"},
+             env={"RGT_CKPT_WRITE_S": "30", "RGT_SLURM_SBATCH_ARGS": "--partition=gpu"}),
+        run_id="r1", paths=PATHS, hook="module load cuda")
+    d = directives(script)
+    for expected in ("--job-name=mlp", "--output=/data/rgt/r1/slurm-%j.out",
+                     "--open-mode=append", "--time=00:10:00", "--mem=16G",
+                     "--cpus-per-task=4", "--gres=gpu:2", "--requeue", "--signal=B:TERM@90",
+                     "--partition=gpu"):
+        assert expected in d, (expected, d)
+    assert script.startswith("#!/bin/bash\n")
+    srun = next(line for line in script.splitlines() if line.startswith("srun "))
+    assert '-c "${SLURM_CPUS_PER_TASK:-1}"' in srun  # SLURM3
+    assert "--gres=gpu:2" in srun
+    assert "module load cuda" in script
+    assert "trap 'rgt_forward TERM' TERM" in script
+    assert 'scontrol requeue "$SLURM_JOB_ID"' in script
+    assert "export RGT_CKPT_DIR=/scratch/rgt/r1/ckpt" in script
+    bash_n(script)
+
+
+def test_no_gpu_means_no_gres_and_hook_from_spec_env():
+    script = slurm.render_batch_script(
+        spec(env={"RGT_SLURM_HOOK": "apptainer exec img.sif true"}), run_id="r1", paths=PATHS,
+        hook="module load cuda")
+    assert not any(d.startswith("--gres") for d in directives(script))
+    assert "apptainer exec img.sif true" in script and "module load cuda" not in script
+    bash_n(script)
+
+
+def test_script_quotes_env_and_secrets_stay_out():
+    script = slurm.render_batch_script(
+        spec(env={"NOTE": "it's $HOME; `rm -rf /`"}, secrets=["WANDB_API_KEY"]),
+        run_id="r1", paths=PATHS)
+    assert "export NOTE='it'\"'\"'s $HOME; `rm -rf /`'" in script
+    assert "WANDB_API_KEY" not in script
+    bash_n(script)
+
+
+def test_outputs_are_copied_to_the_durable_tier():
+    script = slurm.render_batch_script(spec(outputs=["out/", "logs/*.json", "odd name"]),
+                                       run_id="r1", paths=PATHS)
+    assert "for rgt_o in out/ logs/*.json 'odd name'; do" in script
+    bash_n(script)
+
+
+def test_multinode_uses_torchrun_with_the_head_node():
+    script = slurm.render_batch_script(
+        spec(run="python -m trainer.main --lr 3e-4",
+             resources={"nodes": 2, "gpu": "H100:8", "cpus": 32}),
+        run_id="r1", paths=PATHS)
+    d = directives(script)
+    assert "--nodes=2" in d and "--ntasks-per-node=1" in d
+    assert 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1' in script
+    srun = next(line for line in script.splitlines() if line.startswith("srun "))
+    assert "--nodes=$SLURM_NNODES --ntasks-per-node=1" in srun
+    for part in ("torchrun --nnodes=$SLURM_NNODES", "--nproc-per-node=8",
+                 "--rdzv-backend=c10d", "--rdzv-endpoint=$RGT_HEAD_NODE:29500",
+                 "-m trainer.main --lr 3e-4"):
+        assert part in script, part
+    bash_n(script)
+
+
+def test_torchrun_command_forms():
+    assert slurm.torchrun_command("python3 t.py --x 1", 2, port=1234).endswith(
+        "--rdzv-endpoint=$RGT_HEAD_NODE:1234 t.py --x 1")
+    assert "--no-python ./run.sh" in slurm.torchrun_command("./run.sh", 1)
+    assert slurm.torchrun_command("torchrun --standalone t.py", 4) == \
+        "torchrun --standalone t.py"
+
+
+def test_array_script_cells_and_parallel_cap():
+    s = spec(run="python train.py --lr {lr} --seed {seed} --out $RGT_CELL_DIR/out")
+    script, cells = slurm.render_array_script(
+        s, {"lr": [0.1, 0.01], "seed": [0, 1]}, run_id="r1", paths=PATHS, max_parallel=2)
+    assert cells == [{"lr": 0.1, "seed": 0}, {"lr": 0.1, "seed": 1},
+                     {"lr": 0.01, "seed": 0}, {"lr": 0.01, "seed": 1}]
+    assert "--array=0-3%2" in directives(script)
+    assert "  3) export RGT_PARAM_LR=0.01 RGT_PARAM_SEED=1 " in script
+    assert "--lr 0.01 --seed 1 --out $RGT_CELL_DIR/out" in script
+    assert 'export RGT_CKPT_DIR="$RGT_CELL_DIR/ckpt"' in script
+    bash_n(script)
+    with pytest.raises(UserError):
+        slurm.render_array_script(spec(run="python t.py --x {nope}"), {"lr": [1]},
+                                  run_id="r", paths=PATHS)
+
+
+def test_grid_array_and_dependency_helpers():
+    assert len(slurm.grid_cells({"a": [1, 2, 3], "b": ["x", "y"]})) == 6
+    with pytest.raises(UserError):
+        slurm.grid_cells({"a": []})
+    with pytest.raises(UserError):
+        slurm.grid_cells({"a": "abc"})
+    assert slurm.array_range(16, 4) == "0-15%4"
+    assert slurm.array_range(1) == "0-0"
+    assert slurm.dependency_option("123") == "--dependency=afterok:123"
+    assert slurm.dependency_option(["1", "2"], "afterany") == "--dependency=afterany:1:2"
+    with pytest.raises(UserError):
+        slurm.dependency_option("abc")
+    script = slurm.render_batch_script(spec(), run_id="r", paths=PATHS,
+                                       dependency=slurm.dependency_option("77"))
+    assert "--dependency=afterok:77" in directives(script)
+    bash_n(script)
+
+
+# ----------------------------------------------------------------------------- state mapping
+
+LINE = ("JobId=42 JobName=mlp UserId=root(0) Priority=1 Account=(null) JobState={state} "
+        "Reason={reason} Dependency=(null) Requeue=1 Restarts={restarts} BatchFlag=1 "
+        "ExitCode={exit} RunTime=00:00:10 TimeLimit=00:01:00 "
+        "StartTime=2026-01-01T10:00:00 EndTime=2026-01-01T10:01:00 "
+        "Command=/data/rgt/r1/job.sbatch StdOut=/data/rgt/r1/slurm-42.out")
+
+
+def summary(state, reason="None", exit="0:0", restarts=0, log=""):
+    records = slurm.parse_records(LINE.format(state=state, reason=reason, exit=exit,
+                                              restarts=restarts))
+    return slurm.summarize_jobs(records, log)
+
+
+def test_parse_records():
+    rec = slurm.parse_records(LINE.format(state="RUNNING", reason="None", exit="0:0",
+                                          restarts=1))[0]
+    assert rec["JobState"] == "RUNNING" and rec["Restarts"] == "1"
+    assert rec["StdOut"] == "/data/rgt/r1/slurm-42.out" and rec["Account"] == "(null)"
+
+
+def test_state_mapping():
+    s = summary("PENDING", reason="Resources")
+    assert s["status"] == "starting" and "PENDING (Resources)" in s["causes"][0]
+    s = summary("PENDING", reason="BeginTime", restarts=1)
+    assert "requeued 1×" in s["causes"][0]
+    s = summary("RUNNING", log="fresh start\nstep=10 loss=0.5 lr=0.1\npreempted step=11 x=y\n")
+    assert s["status"] == "running" and s["metrics"] == "step=10 loss=0.5 lr=0.1"
+    assert s["ended"] is None and s["exit_code"] is None
+    s = summary("COMPLETED")
+    assert s["status"] == "succeeded" and s["exit_code"] == 0 and s["duration"] == 60
+    s = summary("TIMEOUT", exit="0:15")
+    assert s["status"] == "preempted" and "walltime" in s["causes"][0]
+    assert "scontrol requeue 42" in s["advice"]
+    for state in ("PREEMPTED", "NODE_FAIL"):
+        s = summary(state)
+        assert s["status"] == "preempted" and "requeue" in s["advice"]
+    s = summary("FAILED", exit="0:9")
+    assert s["status"] == "failed" and s["signal"] == 9 and "SIGKILL" in s["causes"][0]
+    s = summary("FAILED", exit="3:0")
+    assert s["status"] == "failed" and s["exit_code"] == 3 and "exit code 3" in s["causes"][0]
+    s = summary("FAILED", exit="85:0")
+    assert s["status"] == "preempted"
+    s = summary("CANCELLED", reason="None")
+    assert s["status"] == "cancelled"
+    assert set(s) >= {"status", "exit_code", "signal", "started", "ended", "duration",
+                      "heartbeat_age", "causes", "advice", "probe_warnings", "sync", "error",
+                      "metrics", "log_tail", "disks"}
+
+
+def test_oom_gets_slurm4_advice():
+    log = ("slurmstepd: error: Step 42.0 exceeded memory limit (307200 > 204800), "
+           "being killed\n")
+    s = summary("OUT_OF_MEMORY", exit="0:125", log=log)
+    assert s["status"] == "failed" and "SLURM4" in s["causes"][0]
+    assert "360M" in s["advice"] and "do not shrink the batch" in s["advice"]
+    s = summary("OUT_OF_MEMORY")
+    assert "MaxRSS × 1.2" in s["advice"]
+
+
+def test_array_aggregate():
+    lines = "\n".join(
+        LINE.format(state=state, reason="None", exit=code, restarts=0)
+        .replace("JobId=42", f"JobId={42 + i} ArrayJobId=42 ArrayTaskId={i}")
+        for i, (state, code) in enumerate([("COMPLETED", "0:0"), ("RUNNING", "0:0"),
+                                           ("FAILED", "1:0")]))
+    s = slurm.summarize_jobs(slurm.parse_records(lines))
+    assert s["status"] == "running"
+    assert any("42_2" in c for c in s["causes"])
