@@ -23,7 +23,7 @@ app = typer.Typer(
 
 def _register() -> None:
     # Imported here so each command module can `from rgt.cli import app` without a cycle.
-    from rgt.cli import demo_cmd, lifecycle_cmd, profiles_cmd  # noqa: F401
+    from rgt.cli import cloud_cmd, demo_cmd, lifecycle_cmd, profiles_cmd  # noqa: F401
 
     try:
         from rgt.cli.ckpt_cmd import ckpt_app

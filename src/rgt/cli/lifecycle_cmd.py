@@ -267,7 +267,7 @@ def down(
             raise UserError("confirmation did not match; nothing was done", exit_code=1)
     outcome = down_mod.execute_down(store, plan, discarded=not plan.safe)
     console.print(f"[green]✓[/] {name} is down: {escape(outcome)}")
-    for billing in plan.still_billing:
+    for billing in store.box(name).extra.get("still_billing") or []:
         console.print(f"[yellow]still billing:[/] {escape(billing)}")
 
 

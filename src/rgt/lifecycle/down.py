@@ -66,8 +66,12 @@ class DownPlan:
     @property
     def automated(self) -> bool:
         """Can rgt stop the meter itself, or must the user click the console?"""
+        if self.box.is_local:
+            return True
         platform = platform_for(self.box.profile)
-        return self.box.is_local or (platform is not None and hasattr(platform, "stop_meter"))
+        # a box registered by hand (`rgt up`) has no instance id for the API to act on
+        has_api = platform is not None and hasattr(platform, "stop_meter")
+        return has_api and (self.box.profile == "slurm" or "instance_id" in self.box.extra)
 
 
 def plan_down(store: Store, box_name: str) -> DownPlan:
@@ -113,13 +117,14 @@ def execute_down(store: Store, plan: DownPlan, *, discarded: bool) -> str:
     if box.is_local:
         shutil.rmtree(box.data_dir, ignore_errors=True)
         outcome = f"removed scratch {box.data_dir}; kept durable {box.durable_dir}"
-    elif platform is not None and hasattr(platform, "stop_meter"):
+    elif plan.automated and platform is not None:
         outcome = platform.stop_meter(store, box)
         box = store.box(box.name)  # the platform may have recorded what still bills
     else:
         stop = plan.profile.meter_stop
         outcome = f"you confirmed the console step: {stop.how or stop.name}"
-    still_billing = box.extra.get("still_billing") or plan.still_billing
+    # a platform that looked (e.g. Lambda: no filesystem attached) may honestly say "nothing"
+    still_billing = box.extra.get("still_billing", plan.still_billing)
     store.update_box(box.name, state="down", down_at=time.time(),
                      extra={**box.extra, "still_billing": still_billing})
     store.add_evidence("teardown-confirmed", box.name, True,

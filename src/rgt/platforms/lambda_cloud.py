@@ -319,6 +319,11 @@ class LambdaPlatform:
     confirm_s: float = 300
 
     def stop_meter(self, store: Store, box: Box) -> str:
+        if not box.extra.get("instance_id"):  # registered by hand with `rgt up`: no API id
+            return ("rgt has no Lambda instance id for this box (it was registered with `rgt up`"
+                    ", not `rgt rent`): terminate it yourself in the console or with POST "
+                    "/instance-operations/terminate — never an in-box shutdown (LAM3); it bills "
+                    "until then")
         instance_id = _instance_id(box)
         poll_s = poll_interval()
         with client() as api:

@@ -483,6 +483,10 @@ class VastPlatform:
     confirm_s: float = 120
 
     def stop_meter(self, store: Store, box: Box) -> str:
+        if not box.extra.get("instance_id"):  # registered by hand with `rgt up`: no API id
+            return ("rgt has no vast.ai instance id for this box (it was registered with `rgt up`"
+                    ", not `rgt rent`): destroy it yourself (vastai destroy instance ID) — a "
+                    "stop keeps billing the disk (VAST1); it bills until then")
         instance_id = _instance_id(box)
         poll_s = poll_interval()
         with client() as api:
