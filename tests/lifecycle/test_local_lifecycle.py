@@ -233,3 +233,15 @@ def test_watch_follow_streams_the_log_then_reports(cli, tmp_path):
     assert out.index("step=1") < out.index("step=3") < out.index("status")
     assert "[rgt] exit=0 status=succeeded" in out
     assert "step=2" in cli.ok("logs", "box").stdout
+
+
+def test_dry_run_shows_the_slurm_batch_script(cli, tmp_path):
+    cli.ok("up", "login", "--profile", "slurm", "--data-dir", str(tmp_path / "shared"),
+           "--durable-dir", str(tmp_path / "shared-durable"))
+    spec = write_job(tmp_path / "job", run="python train.py", resources={"time": "00:30:00"})
+    script = cli.ok("run", "login", str(spec), "--dry-run").stdout
+    assert "#SBATCH --requeue" in script and "#SBATCH --signal=B:TERM@" in script
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+    assert not (tmp_path / "shared" / "rgt").exists(), "a dry run submits and pushes nothing"
+    local = cli("run", "box-that-is-not-there", str(spec), "--dry-run")
+    assert local.returncode == 2

@@ -177,7 +177,8 @@ def test_memory_overrun_is_reported_with_slurm4_advice(slurm_cluster, slurm_box,
     assert summary["status"] == "failed", summary
     assert any("SLURM4" in c for c in summary["causes"]), summary
     assert "raise --mem" in summary["advice"] and "do not shrink the batch" in summary["advice"]
-    assert re.search(r"at least \d+M", summary["advice"]), summary["advice"]
+    advised = re.search(r"at least (\d+)M", summary["advice"])
+    assert advised and 300 < int(advised[1]) < 1500, summary["advice"]  # MaxRSS × 1.2
     assert store.run("hpc", "hog-1").status == "failed"
 
 

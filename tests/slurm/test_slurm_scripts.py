@@ -73,7 +73,7 @@ def test_batch_script_directives_and_step():
     srun = next(line for line in script.splitlines() if line.startswith("srun "))
     assert '-c "${SLURM_CPUS_PER_TASK:-1}"' in srun  # SLURM3
     assert "--gres=gpu:2" in srun
-    assert "module load cuda" in script
+    assert "module load cuda" in script and "if type module >/dev/null 2>&1; then" in script
     assert "trap 'rgt_forward TERM' TERM" in script
     assert 'scontrol requeue "$SLURM_JOB_ID"' in script
     assert "export RGT_CKPT_DIR=/scratch/rgt/r1/ckpt" in script
@@ -216,11 +216,19 @@ def test_state_mapping():
 
 
 def test_oom_gets_slurm4_advice():
-    log = ("slurmstepd: error: Step 42.0 exceeded memory limit (307200 > 204800), "
-           "being killed\n")
+    log = ("slurmstepd-vm: error: StepId=42.0 exceeded memory limit (314572800 > 209715200), "
+           "being killed\n")  # 22.05 prints bytes: 300 MiB used, 200 MiB allowed
     s = summary("OUT_OF_MEMORY", exit="0:125", log=log)
     assert s["status"] == "failed" and "SLURM4" in s["causes"][0]
     assert "360M" in s["advice"] and "do not shrink the batch" in s["advice"]
+    # OverMemoryKill without cgroups ends the job FAILED 137:0; the log line still says OOM
+    s = summary("FAILED", exit="137:0", log=log)
+    assert s["status"] == "failed" and "SLURM4" in s["causes"][0] and "360M" in s["advice"]
+    # older Slurm printed KB: the request (MinMemoryNode) tells the unit apart
+    records = slurm.parse_records(LINE.format(state="FAILED", reason="None", exit="137:0",
+                                              restarts=0) + " MinMemoryNode=200M")
+    s = slurm.summarize_jobs(records, "Step 42.0 exceeded memory limit (307200 > 204800)")
+    assert "360M" in s["advice"]
     s = summary("OUT_OF_MEMORY")
     assert "MaxRSS × 1.2" in s["advice"]
 
@@ -234,3 +242,21 @@ def test_array_aggregate():
     s = slurm.summarize_jobs(slurm.parse_records(lines))
     assert s["status"] == "running"
     assert any("42_2" in c for c in s["causes"])
+
+
+def test_platform_render_is_the_dry_run(tmp_path):
+    import time
+
+    from rgt.store import Box
+
+    box = Box(name="hpc", profile="slurm", connection={"host": "login"}, data_dir="/d",
+              durable_dir="/scratch/u", rate=None, state="up", created=time.time())
+    script = slurm.SlurmPlatform().render(box, spec(), "r9")
+    assert "#SBATCH --output=/d/rgt/r9/slurm-%j.out" in script
+    assert "export RGT_CKPT_DIR=/scratch/u/rgt/r9/ckpt" in script
+    assert "module load cuda" in script  # the profile's proxy_hook
+    bash_n(script)
+    sweep = slurm.SlurmPlatform().render(box, spec(), "r9", grid={"lr": [1, 2]},
+                                         max_parallel=1)
+    assert "#SBATCH --array=0-1%1" in sweep
+    bash_n(sweep)

@@ -21,6 +21,7 @@ from rgt.lifecycle import down as down_mod
 from rgt.lifecycle import pull as pull_mod
 from rgt.lifecycle import smoke as smoke_mod
 from rgt.lifecycle import watch as watch_mod
+from rgt.platforms import platform_for
 from rgt.spec import load_spec
 from rgt.store import Store
 
@@ -122,10 +123,24 @@ def smoke(spec_file: Annotated[Path, typer.Argument(help="The job spec (YAML).")
 
 
 @app.command("run")
-def run_cmd(name: BoxArg, spec_file: Annotated[Path, typer.Argument(help="The job spec.")]) -> None:
+def run_cmd(
+    name: BoxArg,
+    spec_file: Annotated[Path, typer.Argument(help="The job spec.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the batch script the "
+                                                            "platform would submit; submit "
+                                                            "nothing (Slurm).")] = False,
+) -> None:
     """Push the workdir, send secrets on stdin, and start the job detached. Prints the run id."""
     store = Store()
     spec = load_spec(spec_file)
+    if dry_run:
+        box = store.box(name)
+        platform = platform_for(box.profile)
+        if platform is None or not hasattr(platform, "render"):
+            raise UserError(f"--dry-run shows a scheduler's batch script; {box.profile} boxes "
+                            "run the job under the on-box runner as written in the spec")
+        print(platform.render(box, spec, launch.new_run_id(spec.name)))
+        return
     run, notes = launch.launch(store, name, spec)
     for note in notes:
         console.print(f"[yellow]note:[/] {escape(note)}")

@@ -80,7 +80,7 @@ def up(store: Store, name: str, profile_name: str, target: SshTarget | None, *,
     profile = load_profile(profile_name)
     if profile.facts.kind == "local" and target is not None:
         raise UserError("the local profile runs on this machine; drop --ssh/--host")
-    if profile.facts.kind != "local" and target is None:
+    if profile.facts.kind not in ("local", "slurm") and target is None:
         raise UserError(f"profile {profile_name!r} needs a connection: --ssh 'ssh -p PORT "
                         "user@host' (as the console shows it) or --host HOST")
     connection = target_to_json(target) if target else {}

@@ -66,9 +66,9 @@ class DownPlan:
     @property
     def automated(self) -> bool:
         """Can rgt stop the meter itself, or must the user click the console?"""
-        if self.box.is_local:
-            return True
         platform = platform_for(self.box.profile)
+        if self.box.is_local and self.box.profile != "slurm":
+            return True
         # a box registered by hand (`rgt up`) has no instance id for the API to act on
         has_api = platform is not None and hasattr(platform, "stop_meter")
         return has_api and (self.box.profile == "slurm" or "instance_id" in self.box.extra)
@@ -114,12 +114,12 @@ def execute_down(store: Store, plan: DownPlan, *, discarded: bool) -> str:
     if discarded and plan.live:
         _stop_live_runs(store, box)
     platform = platform_for(box.profile)
-    if box.is_local:
-        shutil.rmtree(box.data_dir, ignore_errors=True)
-        outcome = f"removed scratch {box.data_dir}; kept durable {box.durable_dir}"
-    elif plan.automated and platform is not None:
+    if plan.automated and platform is not None:  # an API or scheduler stops the meter
         outcome = platform.stop_meter(store, box)
         box = store.box(box.name)  # the platform may have recorded what still bills
+    elif box.is_local:
+        shutil.rmtree(box.data_dir, ignore_errors=True)
+        outcome = f"removed scratch {box.data_dir}; kept durable {box.durable_dir}"
     else:
         stop = plan.profile.meter_stop
         outcome = f"you confirmed the console step: {stop.how or stop.name}"
@@ -138,7 +138,7 @@ def _stop_live_runs(store: Store, box: Box) -> None:
     transport = transport_for(box)
     try:
         for run in store.runs(box.name):
-            if run.status in LIVE:
+            if run.status in LIVE and not run.spec.get("platform_run"):  # those: stop_meter
                 state_file = shlex.quote(f"{run.remote_dir}/state.json")
                 transport.run(
                     f"pid=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))"

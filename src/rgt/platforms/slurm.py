@@ -10,9 +10,10 @@ The preemption path, end to end:
 
 1. ``#SBATCH --signal=B:TERM@LEAD`` (LEAD = checkpoint write time + Slurm's 60 s jitter,
    SLURM2; see `signal_lead`) signals the batch shell only.
-2. The batch shell traps TERM and forwards it to the step (``srun`` relays it to every process
-   of the step); the trainer's `PreemptionFlag` checkpoints at a safe point (SLURM1) and exits
-   85 (`rgt.ckpt.EXIT_PREEMPTED`). The shell re-waits after the trap, so it sees that 85.
+2. The batch shell traps TERM and forwards it to the step with ``scancel --signal=TERM
+   JOB.STEP`` (a TERM sent to ``srun`` itself would cancel the step; the fallback is USR1 to
+   srun, which relays it). The trainer's `PreemptionFlag` checkpoints at a safe point (SLURM1)
+   and exits 85 (`rgt.ckpt.EXIT_PREEMPTED`); the shell re-waits after the trap, so it sees 85.
 3. The batch shell then runs ``scontrol requeue $SLURM_JOB_ID``: the same job ID goes back to
    the queue and the identical script resumes from the checkpoint. ``--open-mode=append`` keeps
    one log across attempts.
@@ -287,10 +288,13 @@ echo "[rgt] job ${SLURM_JOB_ID}${SLURM_ARRAY_TASK_ID:+ task $SLURM_ARRAY_TASK_ID
   "attempt $rgt_attempt on $(hostname) at $(date -Is)"
 rgt_pid=
 rgt_signal=
-rgt_forward() {
+rgt_forward() {  # srun itself would cancel the step on TERM: signal the step's processes
   rgt_signal=$1
   echo "[rgt] SIG$1 received at $(date -Is); forwarding to the step so it checkpoints"
-  [ -n "$rgt_pid" ] && kill -"$1" "$rgt_pid" 2>/dev/null
+  local steps
+  steps=$(squeue -h -s -j "$SLURM_JOB_ID" -o %i 2>/dev/null | grep -Ev '[.](batch|extern)$')
+  if [ -n "$steps" ] && scancel --signal="$1" $steps; then return; fi
+  [ -n "$rgt_pid" ] && kill -USR1 "$rgt_pid" 2>/dev/null  # srun relays USR1 to the tasks
 }
 trap 'rgt_forward TERM' TERM
 trap 'rgt_forward USR1' USR1
@@ -336,8 +340,16 @@ def _body(paths: ScriptPaths, env: Mapping[str, str], setup: str, hook: str | No
         'mkdir -p "$RGT_CKPT_DIR"',
     ]
     if hook and hook.strip():
-        lines += ["{", hook.strip(),
-                  '} || echo "[rgt] warning: environment hook failed (exit $?); continuing" >&2']
+        hook_lines = ["{", hook.strip(),
+                      '} || echo "[rgt] warning: environment hook failed (exit $?); '
+                      'continuing" >&2']
+        if hook.split()[0] == "module":  # the profile default; not every node has modules
+            note = shlex.quote(f"[rgt] note: no `module` command here; skipped: {hook.strip()}")
+            hook_lines = ["if type module >/dev/null 2>&1; then",
+                          *(f"  {line}" for line in hook_lines), "else",
+                          f"  echo {note}",
+                          "fi"]
+        lines += hook_lines
     if setup and setup.strip():
         lines += ["{", setup.strip(),
                   '} || { rgt_rc=$?; echo "[rgt] setup failed (exit $rgt_rc)" >&2; '
@@ -546,10 +558,35 @@ def last_metrics(log: str) -> str | None:
     return None
 
 
-def max_rss_from_log(log: str) -> float | None:
-    """KB of the largest ``exceeded memory limit (RSS > LIMIT)`` slurmstepd reported."""
-    values = [float(m[1]) for m in OOM_LINE.finditer(log) if m[1]]
-    return max(values) if values else None
+def size_kb(text: str | None) -> float | None:
+    """Slurm's ``300M`` / ``2G`` / ``512000K`` (MinMemoryNode, Tres mem=) in KB."""
+    m = re.match(r"^(\d+(?:\.\d+)?)([KMGT]?)", (text or "").strip())
+    if not m or not float(m[1]):
+        return None
+    return float(m[1]) * 1024 ** "KMGT".index(m[2] or "M")
+
+
+def requested_mem_kb(record: Mapping[str, str]) -> float | None:
+    if record.get("MinMemoryNode"):
+        return size_kb(record["MinMemoryNode"])
+    m = re.search(r"\bmem=([\d.]+[KMGT]?)", record.get("Tres") or record.get("TRES") or "")
+    return size_kb(m[1]) if m else None
+
+
+def max_rss_from_log(log: str, requested_kb: float | None = None) -> float | None:
+    """KB of the largest ``exceeded memory limit (RSS > LIMIT)`` slurmstepd reported.
+
+    Slurm 22.05 prints bytes (older releases printed KB); the limit, compared with the job's
+    request, tells which.
+    """
+    pairs = [(float(m[1]), float(m[2])) for m in OOM_LINE.finditer(log) if m[1]]
+    if not pairs:
+        return None
+    rss, limit = max(pairs)
+    in_bytes = True
+    if requested_kb:
+        in_bytes = abs(limit / 1024 - requested_kb) <= abs(limit - requested_kb)
+    return rss / 1024 if in_bytes else rss
 
 
 def summarize_jobs(records: Sequence[Mapping[str, str]], log: str = "", *,
@@ -558,7 +595,7 @@ def summarize_jobs(records: Sequence[Mapping[str, str]], log: str = "", *,
     if not records:
         return _summary("unknown", causes=["Slurm no longer knows this job and no accounting "
                                            "or completion log has it"])
-    rss = max_rss_kb or max_rss_from_log(log)
+    rss = max_rss_kb or max_rss_from_log(log, requested_mem_kb(records[0]))
     per_task = []
     for rec in records:
         state = (rec.get("JobState") or rec.get("State") or "UNKNOWN").split()[0].rstrip("+")
@@ -679,6 +716,22 @@ def sacct_max_rss_kb(transport: Transport, job_id: str) -> float | None:
 
 class SlurmPlatform:
     """`launch` = sbatch, `refresh` = scontrol/sacct/jobcomp, `stop_meter` = scancel."""
+
+    def render(self, box: Box, spec: JobSpec, run_id: str, *,
+               grid: Mapping[str, Sequence[Any]] | None = None,
+               max_parallel: int | None = None, dependency: str | None = None) -> str:
+        """The exact script `launch` would submit (for `rgt run --dry-run`); runs nothing."""
+        profile = load_profile(box.profile)
+        layout = Layout.of(box, run_id)
+        paths = ScriptPaths.of(layout, array=bool(grid))
+        env = job_environment(spec, profile, layout, run_id)
+        hook = profile.network.proxy_hook
+        if grid:
+            return render_array_script(spec, grid, run_id=run_id, paths=paths,
+                                       max_parallel=max_parallel, env=env, hook=hook,
+                                       dependency=dependency)[0]
+        return render_batch_script(spec, run_id=run_id, paths=paths, env=env, hook=hook,
+                                   dependency=dependency)
 
     def launch(self, store: Store, box: Box, spec: JobSpec, run_id: str, *,
                grid: Mapping[str, Sequence[Any]] | None = None,
