@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS events (
     kind TEXT NOT NULL,
     detail TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS events_by_run ON events (box, run, kind, id);
 CREATE TABLE IF NOT EXISTS evidence (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     at REAL NOT NULL,
@@ -60,6 +61,11 @@ CREATE TABLE IF NOT EXISTS evidence (
     detail TEXT NOT NULL
 );
 """
+
+
+# Run statuses: a run is live until the probe (or the scheduler) says it has ended.
+LIVE = ("starting", "running")
+TERMINAL = ("succeeded", "failed", "sync-failed", "vanished", "preempted", "cancelled")
 
 
 def rgt_home() -> Path:
@@ -192,9 +198,16 @@ class Store:
         self.db.execute("INSERT INTO events (at, box, run, kind, detail) VALUES (?,?,?,?,?)",
                         (time.time(), box, run, kind, json.dumps(detail, default=str)))
 
-    def events(self, box: str) -> list[dict[str, Any]]:
-        rows = self.db.execute("SELECT * FROM events WHERE box=? ORDER BY id", (box,))
-        return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+    def edge_events(self, kind: str, box: str, run: str | None
+                    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The first and the latest event of a kind for one run (None if there is none)."""
+        query = ("SELECT * FROM events WHERE box=? AND run IS ? AND kind=? "
+                 "ORDER BY id {} LIMIT 1")
+        first = self.db.execute(query.format("ASC"), (box, run, kind)).fetchone()
+        if first is None:
+            return None
+        last = self.db.execute(query.format("DESC"), (box, run, kind)).fetchone()
+        return _event(first), _event(last)
 
     def add_evidence(self, kind: str, box: str, ok: bool, detail: dict[str, Any],
                      run: str | None = None) -> None:
@@ -217,6 +230,10 @@ def _box(row: sqlite3.Row) -> Box:
     return Box(row["name"], row["profile"], json.loads(row["connection"]), row["data_dir"],
                row["durable_dir"], row["rate"], row["state"], row["created"], row["down_at"],
                json.loads(row["extra"]))
+
+
+def _event(row: sqlite3.Row) -> dict[str, Any]:
+    return {**dict(row), "detail": json.loads(row["detail"])}
 
 
 def _run(row: sqlite3.Row) -> Run:

@@ -245,3 +245,15 @@ def test_dry_run_shows_the_slurm_batch_script(cli, tmp_path):
     assert not (tmp_path / "shared" / "rgt").exists(), "a dry run submits and pushes nothing"
     local = cli("run", "box-that-is-not-there", str(spec), "--dry-run")
     assert local.returncode == 2
+
+
+def test_relaunch_after_an_unwatched_finish_is_allowed(cli, tmp_path):
+    """The store still says `running` when nobody watched the run end: that is a claim, so
+    the second-launch guard must ask the box before refusing."""
+    scratch = up_local(cli)
+    spec = write_job(tmp_path / "job", run="sleep 1; echo done")
+    first = launch(cli, "box", spec)
+    wait_for(lambda: cli.state(scratch / "rgt" / first).get("status") == "succeeded")
+    second = cli("run", "box", str(spec))
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip().splitlines()[-1] != first

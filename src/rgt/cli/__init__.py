@@ -24,11 +24,8 @@ app = typer.Typer(
 def _register() -> None:
     # Imported here so each command module can `from rgt.cli import app` without a cycle.
     from rgt.cli import cloud_cmd, demo_cmd, lifecycle_cmd, profiles_cmd  # noqa: F401
+    from rgt.cli.ckpt_cmd import ckpt_app
 
-    try:
-        from rgt.cli.ckpt_cmd import ckpt_app
-    except ImportError:  # the checkpoint CLI is optional until rgt.ckpt lands
-        return
     app.add_typer(ckpt_app, name="ckpt")
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import shutil
 import sys
 from importlib import resources
 from pathlib import Path
@@ -40,7 +39,8 @@ def demo_job(directory: Path, steps: int) -> Path:
         "workdir": ".",
         "run": f'{python} train_mlp.py --steps {steps} --ckpt-dir "$RGT_CKPT_DIR" '
                f"--out out --save-every 50 --sleep 0.02",
-        "smoke": f"{python} train_mlp.py --steps 3 --ckpt-dir smoke-ckpt --out smoke-out",
+        "smoke": f"{python} train_mlp.py --steps 3 --ckpt-dir /tmp/rgt-smoke-ckpt "
+                 "--out /tmp/rgt-smoke-out",
         "outputs": ["out"],
         "checkpoint_dir": "$RGT_CKPT_DIR",
     }
@@ -111,6 +111,5 @@ def demo(
     if not plan.safe:
         raise down.refusal(plan)
     outcome = down.execute_down(store, plan, discarded=False)
-    shutil.rmtree(workdir / "smoke-ckpt", ignore_errors=True)
     console.print(f"[green]✓[/] {outcome}")
     console.print(f"Results: {dest}  ·  history: [bold]rgt ls --all[/]")

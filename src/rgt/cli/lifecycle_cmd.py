@@ -164,25 +164,7 @@ def watch(
     box = store.box(name)
     run = store.run(box.name, run_id)
     if follow:
-        done = {"flag": False}
-
-        def finished() -> bool:
-            return done["flag"]
-
-        import threading
-
-        def waiter() -> None:
-            try:
-                watch_mod.wait_until_done(store_thread(), box, run, timeout_s=timeout)
-            finally:
-                done["flag"] = True
-
-        thread = threading.Thread(target=waiter, daemon=True)
-        thread.start()
-        for chunk in watch_mod.follow_log(box, run, stop=finished):
-            sys.stdout.write(chunk)
-            sys.stdout.flush()
-        thread.join()
+        watch_mod.follow(store, box, run, _write_through, timeout_s=timeout)
     elif until_done:
         watch_mod.wait_until_done(store, box, run, timeout_s=timeout)
     summary = watch_mod.refresh(store, box, run)
@@ -191,8 +173,9 @@ def watch(
         raise typer.Exit(1)
 
 
-def store_thread() -> Store:
-    return Store()  # sqlite connections are per thread
+def _write_through(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def _render_summary(store: Store, box: str, run_id: str, s: dict) -> None:

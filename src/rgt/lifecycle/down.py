@@ -19,9 +19,7 @@ from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.watch import refresh
 from rgt.platforms import platform_for
 from rgt.profiles import Profile, load_profile
-from rgt.store import Box, Store, rgt_home
-
-LIVE = ("starting", "running")
+from rgt.store import LIVE, Box, Store, rgt_home
 
 
 class IronLawRefusal(UserError):
@@ -80,8 +78,12 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
         raise UserError(f"box {box_name!r} is already down (since "
                         f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(box.down_at or 0))})")
     plan = DownPlan(box=box, profile=load_profile(box.profile))
-    for run in store.runs(box.name):
-        state = refresh(store, box, run)
+    transport = transport_for(box)
+    try:
+        states = [(run, refresh(store, box, run, transport)) for run in store.runs(box.name)]
+    finally:
+        transport.close()
+    for run, state in states:
         if state["status"] in LIVE:
             plan.live.append(f"{run.id} is still {state['status']}")
             continue

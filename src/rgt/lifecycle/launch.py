@@ -17,14 +17,13 @@ from dataclasses import dataclass
 from rgt.errors import UserError
 from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.onbox import write_file
+from rgt.lifecycle.watch import refresh
 from rgt.onbox import script_source
 from rgt.platforms import platform_for
 from rgt.profiles import Profile, load_profile
 from rgt.spec import JobSpec, drop_torch_installs
-from rgt.store import Box, Run, Store
+from rgt.store import LIVE, Box, Run, Store
 from rgt.transport import Transport
-
-LIVE = ("starting", "running")
 
 
 @dataclass
@@ -80,8 +79,10 @@ def job_environment(spec: JobSpec, profile: Profile, layout: Layout, run_id: str
     return env
 
 
-def refuse_second_launch(store: Store, box: Box, spec: JobSpec) -> None:
-    live = [r for r in store.runs(box.name) if r.job == spec.name and r.status in LIVE]
+def refuse_second_launch(store: Store, box: Box, spec: JobSpec, transport: Transport) -> None:
+    # The store's status is what the last watch saw; ask the box before calling a run live.
+    claimed = [r for r in store.runs(box.name) if r.job == spec.name and r.status in LIVE]
+    live = [r for r in claimed if refresh(store, box, r, transport)["status"] in LIVE]
     if live:
         raise UserError(f"job {spec.name!r} already has a live run on {box.name} ({live[0].id}); "
                         f"watch it with `rgt watch {box.name} {live[0].id}` — a second launch "
@@ -94,7 +95,6 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, progress=None) -> tupl
     if box.state != "up":
         raise UserError(f"box {box_name!r} is down; register a new one with `rgt up`")
     profile = load_profile(box.profile)
-    refuse_second_launch(store, box, spec)
     notes: list[str] = []
     setup = spec.setup
     if profile.launch.env_contract.pip_install_torch_forbidden:
@@ -104,15 +104,16 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, progress=None) -> tupl
                          "environment (AD9/LAM7)")
     secret_bytes = secret_values(spec)
     run_id = new_run_id(spec.name)
-    platform = platform_for(box.profile)
-    if platform is not None and hasattr(platform, "launch"):
-        # e.g. Slurm: sbatch replaces the detached runner; the run record carries
-        # spec["platform_run"] so watch asks the platform, not the on-box probe.
-        return platform.launch(store, box, spec.model_copy(update={"setup": setup}),
-                               run_id), notes
     layout = Layout.of(box, run_id)
     transport = transport_for(box)
     try:
+        refuse_second_launch(store, box, spec, transport)
+        platform = platform_for(box.profile)
+        if platform is not None and hasattr(platform, "launch"):
+            # e.g. Slurm: sbatch replaces the detached runner; the run record carries
+            # spec["platform_run"] so watch asks the platform, not the on-box probe.
+            return platform.launch(store, box, spec.model_copy(update={"setup": setup}),
+                                   run_id), notes
         stats = transport.put(spec.workdir, layout.code, exclude=list(spec.exclude),
                               progress=progress)
         store.record("push", {"bytes_sent": stats.bytes_sent, "files": stats.files,

@@ -22,7 +22,6 @@ from rgt.lifecycle.watch import refresh
 from rgt.store import Run, Store
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt")
-TERMINAL = ("succeeded", "failed", "sync-failed", "vanished", "preempted", "cancelled")
 
 
 def layout_of(run: Run) -> Layout:
@@ -37,17 +36,17 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
          progress=None) -> dict[str, Any]:
     box = store.box(box_name)
     run = store.run(box.name, run_id)
-    state = refresh(store, box, run)
-    if state["status"] == "sync-failed":
-        raise UserError(
-            f"run {run.id} finished but its outputs did not reach the durable tier "
-            f"({state.get('sync', {}).get('error', 'copy failed')}); free space or inodes there "
-            "(AD4/U7), then pull again — nothing on the box was deleted")
     layout = layout_of(run)
     local = dest or default_dest(box.name, run.id)
-    local.mkdir(parents=True, exist_ok=True)
     transport = transport_for(box)
     try:
+        state = refresh(store, box, run, transport)
+        if state["status"] == "sync-failed":
+            raise UserError(
+                f"run {run.id} finished but its outputs did not reach the durable tier "
+                f"({state.get('sync', {}).get('error', 'copy failed')}); free space or inodes "
+                "there (AD4/U7), then pull again — nothing on the box was deleted")
+        local.mkdir(parents=True, exist_ok=True)
         manifest_path = f"{layout.run_dir}/PULL_MANIFEST.json"
         patterns = ["out"] if run.spec.get("outputs") else []
         if run.spec.get("checkpoint_dir"):

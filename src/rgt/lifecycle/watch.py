@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from rgt.errors import UserError
 from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.onbox import run_json
 from rgt.platforms import platform_for
-from rgt.store import Box, Run, Store
+from rgt.store import TERMINAL, Box, Run, Store
 from rgt.transport import Transport
 
-TERMINAL = ("succeeded", "failed", "sync-failed", "vanished", "cancelled")
 FAST_FINISH_S = 60  # a training job that ends this fast usually crashed or read no data
-EXIT_PREEMPTED = 85  # rgt.ckpt's documented exit code for "checkpointed on a signal, requeue me"
+EXIT_PREEMPTED = 85
+PROBE_SAMPLE_S = 30  # rgt.ckpt's documented exit code for "checkpointed on a signal, requeue me"
 
 
 def probe(transport: Transport, box: Box, run: Run) -> dict[str, Any]:
@@ -53,7 +52,11 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
                                 "exit_code": summary["exit_code"],
                                 "causes": summary.get("causes")}, box=box.name, run=run.id)
         run.status, run.exit_code = summary["status"], summary["exit_code"]
-    store.record("probe", {"disks": summary.get("disks", {})}, box=box.name, run=run.id)
+    # Disk samples feed the trend; one every PROBE_SAMPLE_S is plenty, and it keeps a long
+    # `watch --until-done` from writing a row every poll.
+    edges = store.edge_events("probe", box.name, run.id)
+    if edges is None or time.time() - edges[1]["at"] >= PROBE_SAMPLE_S:
+        store.record("probe", {"disks": summary.get("disks", {})}, box=box.name, run=run.id)
     return summary
 
 
@@ -111,10 +114,10 @@ def warnings(summary: dict[str, Any]) -> list[str]:
 
 def disk_trend(store: Store, box: str, run: str) -> dict[str, float]:
     """Change in used bytes per mount between the first and latest probe of this run."""
-    probes = [e for e in store.events(box) if e["kind"] == "probe" and e["run"] == run]
-    if len(probes) < 2:
+    edges = store.edge_events("probe", box, run)
+    if edges is None or edges[0]["id"] == edges[1]["id"]:
         return {}
-    first, last = probes[0], probes[-1]
+    first, last = edges
     trend = {}
     for path, disk in last["detail"].get("disks", {}).items():
         before = first["detail"].get("disks", {}).get(path)
@@ -135,7 +138,7 @@ def wait_until_done(store: Store, box: Box, run: Run, *, poll_s: float = 2.0,
             summary = {"status": "unreachable", "error": str(err)}
         if on_update:
             on_update(summary)
-        if summary["status"] in (*TERMINAL, "preempted"):
+        if summary["status"] in TERMINAL:
             return summary
         if deadline is not None and time.monotonic() > deadline:
             raise UserError(f"run {run.id} still {summary['status']} after {timeout_s:.0f} s; "
@@ -143,26 +146,36 @@ def wait_until_done(store: Store, box: Box, run: Run, *, poll_s: float = 2.0,
         time.sleep(poll_s)
 
 
-def follow_log(box: Box, run: Run, *, poll_s: float = 1.0,
-               stop=lambda: False) -> Iterator[str]:
-    """Yield new log text as it appears, re-reading from the last offset after a drop."""
+def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
+           timeout_s: float | None = None) -> dict[str, Any]:
+    """Stream new log text to `write` until the run ends; return its final summary.
+
+    Each poll opens one connection for both the log tail and the probe, so an SSH drop costs
+    one missed poll and the stream picks up from the last byte it printed.
+    """
     offset = 0
     log = shlex.quote(f"{run.remote_dir}/log")
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         transport = transport_for(box)
         try:
             chunk = transport.run(f"tail -c +{offset + 1} {log} 2>/dev/null", check=False,
                                   timeout=30).stdout
+            summary = refresh(store, box, run, transport)
         except UserError:
-            chunk = ""
+            chunk, summary = "", {"status": "unreachable"}
         finally:
             transport.close()
         if chunk:
             offset += len(chunk.encode())
-            yield chunk
-        elif stop():
-            return
-        time.sleep(poll_s)
+            write(chunk)
+        elif summary["status"] in TERMINAL:
+            return summary
+        if deadline is not None and time.monotonic() > deadline:
+            raise UserError(f"run {run.id} still {summary['status']} after {timeout_s:.0f} s; "
+                            f"it keeps running — check again with `rgt watch {box.name}`")
+        if not chunk:
+            time.sleep(poll_s)
 
 
 def read_log(box: Box, run: Run, lines: int | None = None) -> str:
