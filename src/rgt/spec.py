@@ -122,6 +122,11 @@ def load_spec(path: Path) -> JobSpec:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"job spec {path} does not exist") from None
+    except IsADirectoryError:
+        raise UserError(f"{path} is a directory; give the job spec file (e.g. "
+                        f"{path}/job.yaml)") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"cannot read job spec {path}: {err}") from None
     except yaml.YAMLError as err:
         raise UserError(f"{path} is not valid YAML: {str(err).splitlines()[0]}") from None
     if not isinstance(data, dict):

@@ -257,3 +257,19 @@ def test_relaunch_after_an_unwatched_finish_is_allowed(cli, tmp_path):
     second = cli("run", "box", str(spec))
     assert second.returncode == 0, second.stderr
     assert second.stdout.strip().splitlines()[-1] != first
+
+
+def test_pull_into_a_file_and_run_of_a_directory_are_clear(cli, tmp_path):
+    up_local(cli)
+    job_dir = tmp_path / "job"
+    spec = write_job(job_dir, run="mkdir -p out; echo x > out/a", outputs=["out"])
+    run_id = launch(cli, "box", spec)
+    cli.ok("watch", "box", run_id, "--until-done", "--timeout", "60")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine")
+    result = cli("pull", "box", "--dest", str(a_file))
+    assert result.returncode == 2 and "is a file" in result.stderr
+    assert a_file.read_text() == "mine"
+    result = cli("run", "box", str(job_dir))
+    assert result.returncode == 2 and "is a directory" in result.stderr
+    assert "Traceback" not in result.stderr

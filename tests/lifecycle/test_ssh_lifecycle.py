@@ -79,3 +79,24 @@ def test_bad_connection_strings_are_clear(cli, tmp_path):
         result = cli("up", "x", "--profile", "generic-ssh", *args)
         assert result.returncode == 2, args
         assert "Traceback" not in result.stderr and result.stderr.startswith("error:"), args
+
+
+def test_a_box_that_no_longer_answers_can_still_be_marked_down(cli, sshd_server, tmp_path):
+    assert up_ssh(cli, sshd_server, tmp_path).returncode == 0
+    assert up_ssh(cli, sshd_server, tmp_path, "gpu2").returncode == 0
+    spec = write_job(tmp_path / "job", run=JOB, outputs=["out"])
+    pulled = cli.ok("run", "gpu", str(spec)).stdout.strip().splitlines()[-1]
+    cli.ok("watch", "gpu", pulled, "--until-done", "--timeout", "90")
+    cli.ok("pull", "gpu", "--dest", str(tmp_path / "pulled"))
+    unpulled = cli.ok("run", "gpu2", str(spec)).stdout.strip().splitlines()[-1]
+    cli.ok("watch", "gpu2", unpulled, "--until-done", "--timeout", "90")
+    sshd_server.stop()  # the box was destroyed in the console, say
+
+    done = cli("down", "gpu", "--yes")  # evidence taken after the run ended still counts
+    assert done.returncode == 0, done.stderr
+    assert "without reaching it" in done.stdout
+
+    refused = cli("down", "gpu2", "--yes")  # never pulled: the Iron Law holds
+    assert refused.returncode == 3 and "never pulled" in refused.stderr
+    given_up = cli("down", "gpu2", "--discard-results", input="gpu2\n")
+    assert given_up.returncode == 0, given_up.stderr

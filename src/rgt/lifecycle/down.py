@@ -19,7 +19,7 @@ from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.watch import refresh
 from rgt.platforms import platform_for
 from rgt.profiles import Profile, load_profile
-from rgt.store import LIVE, Box, Store, rgt_home
+from rgt.store import LIVE, TERMINAL, Box, Store, rgt_home
 
 
 class IronLawRefusal(UserError):
@@ -34,6 +34,7 @@ class DownPlan:
     profile: Profile
     live: list[str] = field(default_factory=list)
     unverified: list[str] = field(default_factory=list)
+    unreachable: str = ""  # why the box did not answer, if it did not
 
     @property
     def safe(self) -> bool:
@@ -78,12 +79,22 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
         raise UserError(f"box {box_name!r} is already down (since "
                         f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(box.down_at or 0))})")
     plan = DownPlan(box=box, profile=load_profile(box.profile))
+    runs = store.runs(box.name)
     transport = transport_for(box)
     try:
-        states = [(run, refresh(store, box, run, transport)) for run in store.runs(box.name)]
+        states = [refresh(store, box, run, transport) for run in runs]
+    except UserError as err:
+        # A box gone or unreachable (e.g. destroyed in the console) must still be markable as
+        # down; without a live answer only evidence taken after a run ended counts.
+        plan.unreachable = str(err)
+        states = [{"status": run.status, "ended": None} for run in runs]
     finally:
         transport.close()
-    for run, state in states:
+    for run, state in zip(runs, states, strict=True):
+        if plan.unreachable and state["status"] in LIVE:
+            plan.unverified.append(f"{run.id} was last seen {state['status']} and the box does "
+                                   "not answer, so its results cannot be checked")
+            continue
         if state["status"] in LIVE:
             plan.live.append(f"{run.id} is still {state['status']}")
             continue
@@ -95,6 +106,8 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
             problems = "; ".join(evidence.detail.get("problems", [])[:3])
             plan.unverified.append(f"{run.id}: the last pull did not verify ({problems}); "
                                    f"pull again: rgt pull {box.name} {run.id}")
+        elif plan.unreachable and evidence.detail.get("run_status") in TERMINAL:
+            continue  # pulled after it ended; the box cannot say more now
         elif evidence.detail.get("run_ended") != state.get("ended"):
             plan.unverified.append(f"{run.id}: pulled before it finished; pull again: "
                                    f"rgt pull {box.name} {run.id}")
@@ -113,12 +126,16 @@ def refusal(plan: DownPlan) -> IronLawRefusal:
 def execute_down(store: Store, plan: DownPlan, *, discarded: bool) -> str:
     """Stop the meter (local) or record the user's console step (no API). Returns a summary."""
     box = plan.box
-    if discarded and plan.live:
+    if discarded and plan.live and not plan.unreachable:
         _stop_live_runs(store, box)
     platform = platform_for(box.profile)
     if plan.automated and platform is not None:  # an API or scheduler stops the meter
         outcome = platform.stop_meter(store, box)
         box = store.box(box.name)  # the platform may have recorded what still bills
+    elif plan.unreachable and not box.is_local:
+        stop = plan.profile.meter_stop
+        outcome = (f"marked down without reaching it ({plan.unreachable}); make sure the "
+                   f"console shows it gone: {stop.how or stop.name}")
     elif box.is_local:
         shutil.rmtree(box.data_dir, ignore_errors=True)
         outcome = f"removed scratch {box.data_dir}; kept durable {box.durable_dir}"

@@ -38,6 +38,8 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
     run = store.run(box.name, run_id)
     layout = layout_of(run)
     local = dest or default_dest(box.name, run.id)
+    if local.exists() and not local.is_dir():
+        raise UserError(f"--dest {local} is a file; give a directory to pull into")
     transport = transport_for(box)
     try:
         state = refresh(store, box, run, transport)
