@@ -8,7 +8,7 @@
     env: {WANDB_MODE: offline}
     secrets: [WANDB_API_KEY]   # names only; values are read here and sent on stdin
     outputs: [out/, ckpt/]     # what pull fetches, hashes and verifies
-    checkpoint_dir: ckpt
+    checkpoint_dir: $RGT_CKPT_DIR  # declare that the job checkpoints there: pull fetches them
     resources: {gpu: "A100:1", disk: 50G}
 """
 
@@ -75,6 +75,8 @@ class JobSpec(BaseModel):
     env: dict[str, str] = {}
     secrets: list[str] = []
     outputs: list[str] = []
+    # The job writes checkpoints to $RGT_CKPT_DIR (on the profile's durable tier); declaring
+    # this makes pull fetch and load them with the outputs.
     checkpoint_dir: str | None = None
     resources: Resources = Resources()
     exclude: list[str] = [".git", "__pycache__", "*.pyc", ".venv"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -28,7 +27,6 @@ from rgt.store import Store
 BoxArg = Annotated[str, typer.Argument(help="The box's name, as given to `rgt up`.")]
 RunArg = Annotated[str | None, typer.Argument(help="Run id (a unique prefix will do); "
                                                    "default: the newest run.")]
-STEP = re.compile(r"\bstep[=: ]+(\d+)")
 
 
 @app.command()
@@ -274,7 +272,8 @@ def ls_cmd(
     all_boxes: Annotated[bool, typer.Option("--all", "-a", help="Include boxes that are down.")
                          ] = False,
     idle_after: Annotated[float, typer.Option(help="Warn when a box has been idle this many "
-                                                   "minutes (GEN1).")] = 30,
+                                                   "minutes (GEN1).")
+                          ] = money.IDLE_WARNING_S / 60,
 ) -> None:
     """Every box: state, up-time, money spent, live runs, and the clocks that are running."""
     store = Store()
