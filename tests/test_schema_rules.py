@@ -26,7 +26,8 @@ def _invalid(data: dict) -> str:
 
 
 def test_the_reference_profile_is_valid(local_data):
-    Profile.model_validate(local_data)
+    profile = Profile.model_validate(local_data)
+    assert profile.meter_stop.name == "down" and profile.storage.checkpoint_tier == "durable"
 
 
 def test_irreversible_flag_must_agree_with_the_action(local_data):
