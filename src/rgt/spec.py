@@ -10,6 +10,8 @@
     outputs: [out/, ckpt/]     # what pull fetches, hashes and verifies
     checkpoint_dir: $RGT_CKPT_DIR  # declare that the job checkpoints there: pull fetches them
     resources: {gpu: "A100:1", disk: 50G}
+    grid: {lr: [0.1, 0.01], seed: [0, 1]}  # a sweep: one cell per combination, `{lr}` in run
+    max_parallel: 2            # at most this many cells at once
 """
 
 from __future__ import annotations
@@ -80,6 +82,11 @@ class JobSpec(BaseModel):
     checkpoint_dir: str | None = None
     resources: Resources = Resources()
     exclude: list[str] = [".git", "__pycache__", "*.pyc", ".venv"]
+    # A sweep: the cartesian product of these values, one cell each (a Slurm job array);
+    # `{name}` in `run` is replaced by the cell's value, RGT_PARAM_<NAME> is exported, and
+    # each cell writes its `outputs` under its own $RGT_OUT_DIR (the cells share the workdir).
+    grid: dict[str, list[str | int | float | bool]] = {}
+    max_parallel: int | None = Field(default=None, ge=1)
 
     @field_validator("setup", mode="before")
     @classmethod
@@ -107,6 +114,17 @@ class JobSpec(BaseModel):
         bad = [k for k in value if not ENV_NAME.match(k)]
         if bad:
             raise ValueError(f"secrets are environment variable NAMES, not values: {bad}")
+        return value
+
+    @field_validator("grid")
+    @classmethod
+    def _grid(cls, value: dict[str, list]) -> dict[str, list]:
+        bad = [k for k in value if not ENV_NAME.match(k)]
+        if bad:
+            raise ValueError(f"grid parameters must be identifiers, got {bad}")
+        empty = [k for k, v in value.items() if not v]
+        if empty:
+            raise ValueError(f"grid parameters need at least one value: {empty}")
         return value
 
     @field_validator("outputs")
@@ -150,8 +168,8 @@ def _explain(err: ValidationError) -> str:
     if first["type"] == "missing":
         message = "is required"
     elif first["type"] == "extra_forbidden":
-        message = "is not a known field (name, workdir, setup, run, smoke, env, secrets, " \
-                  "outputs, checkpoint_dir, resources)"
+        model = Resources if first["loc"][:1] == ("resources",) else JobSpec
+        message = f"is not a known field ({', '.join(model.model_fields)})"
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
     return f"field `{where}` {message}{more}"
 

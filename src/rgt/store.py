@@ -63,8 +63,10 @@ CREATE TABLE IF NOT EXISTS evidence (
 """
 
 
-# Run statuses: a run is live until the probe (or the scheduler) says it has ended.
-LIVE = ("starting", "running")
+# Run statuses: a run is live until the probe (or the scheduler) says it has ended. "paused":
+# its machine cannot run it now (a preempted vast.ai instance); "resuming": the machine is back
+# and its restart hook is relaunching the run. Neither has ended: `watch --until-done` waits.
+LIVE = ("starting", "running", "paused", "resuming")
 TERMINAL = ("succeeded", "failed", "sync-failed", "vanished", "preempted", "cancelled")
 
 
@@ -187,6 +189,8 @@ class Store:
         return matches[0]
 
     def update_run(self, run_id: str, **fields: Any) -> None:
+        if "spec" in fields:
+            fields["spec"] = json.dumps(fields["spec"])
         fields["updated"] = time.time()
         sets = ", ".join(f"{key}=?" for key in fields)
         self.db.execute(f"UPDATE runs SET {sets} WHERE id=?", (*fields.values(), run_id))

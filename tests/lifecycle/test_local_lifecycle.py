@@ -273,3 +273,15 @@ def test_pull_into_a_file_and_run_of_a_directory_are_clear(cli, tmp_path):
     result = cli("run", "box", str(job_dir))
     assert result.returncode == 2 and "is a directory" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_sweeps_and_stages_need_a_scheduler(cli, tmp_path):
+    """A grid or --after on a box without a scheduler is refused before anything is pushed."""
+    scratch = up_local(cli)
+    sweep = write_job(tmp_path / "sweep", run="echo {lr}", grid={"lr": [1, 2]})
+    result = cli("run", "box", str(sweep))
+    assert result.returncode == 2 and "needs a scheduler" in result.stderr, result.stderr
+    plain = write_job(tmp_path / "plain", run="true")
+    result = cli("run", "box", str(plain), "--after", "anything")
+    assert result.returncode == 2 and "--after needs a scheduler" in result.stderr
+    assert not (scratch / "rgt").exists() or not any((scratch / "rgt").iterdir())

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
+from cli import rgt
 from slurmcluster import ClusterError, SlurmCluster, unavailable
 
 from rgt.store import Box, Store
@@ -38,16 +38,12 @@ def slurm_env(slurm_cluster, tmp_path, monkeypatch):
 
 @pytest.fixture
 def slurm_box(slurm_env, tmp_path) -> tuple[Store, Box]:
-    """A local Slurm login-node box (this machine); data and durable dirs are 'shared'.
-
-    Registered in the store directly: `rgt up --profile slurm` without --ssh is refused by
-    boxes.up today (see the report).
-    """
+    """This machine as a Slurm login node, registered the way a user does: `rgt up`."""
+    durable = tmp_path / "durable"
+    result = rgt("up", "hpc", "--profile", "slurm", "--durable-dir", str(durable),
+                 env=slurm_env)
+    assert result.returncode == 0, result.stdout + result.stderr
     store = Store(Path(slurm_env["RGT_HOME"]) / "state.db")
-    data, durable = tmp_path / "data", tmp_path / "durable"
-    data.mkdir()
-    durable.mkdir()
-    box = Box(name="hpc", profile="slurm", connection={}, data_dir=str(data),
-              durable_dir=str(durable), rate=None, state="up", created=time.time())
-    store.add_box(box)
+    box = store.box("hpc")
+    assert box.data_dir == box.durable_dir == str(durable)  # run dirs must be shared too
     return store, box

@@ -115,7 +115,7 @@ import json, os, sys, time
 cell = os.environ["RGT_CELL_DIR"]
 t0 = time.time()
 time.sleep(3)
-with open(os.path.join(cell, "out", "runs.jsonl"), "a") as f:
+with open(os.path.join(os.environ["RGT_OUT_DIR"], "runs.jsonl"), "a") as f:
     f.write(json.dumps({"lr": sys.argv[1], "seed": sys.argv[2],
                         "env_lr": os.environ["RGT_PARAM_LR"], "ckpt": os.environ["RGT_CKPT_DIR"],
                         "task": os.environ["SLURM_ARRAY_TASK_ID"],
@@ -124,18 +124,27 @@ with open(os.path.join(cell, "out", "runs.jsonl"), "a") as f:
 
 
 def test_sweep_is_one_job_array_each_cell_once_in_its_own_dir(slurm_cluster, slurm_box,
-                                                                tmp_path):
+                                                                slurm_env, tmp_path):
+    """A spec with a grid: one `rgt run` → one array; watch, logs per cell, pull per cell."""
     store, box = slurm_box
     spec_path = write_spec(tmp_path, name="sweep", run=f"{PY} cell.py {{lr}} {{seed}}",
-                           resources={"mem": "200M", "cpus": 1})
+                           resources={"mem": "200M", "cpus": 1}, outputs=["runs.jsonl"],
+                           grid={"lr": [0.1, 0.01], "seed": [0, 1]}, max_parallel=2)
     (spec_path.parent / "cell.py").write_text(CELL)
-    grid = {"lr": [0.1, 0.01], "seed": [0, 1]}
-    run = SlurmPlatform().launch(store, box, load_spec(spec_path), "sweep-1", grid=grid,
-                                 max_parallel=2)
+    dry = rgt("run", "hpc", str(spec_path), "--dry-run", env=slurm_env)
+    assert dry.returncode == 0 and "#SBATCH --array=0-3%2" in dry.stdout, dry.stderr
+    result = rgt("run", "hpc", str(spec_path), env=slurm_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "a sweep of 4 cells" in result.stdout
+    run_id = result.stdout.strip().splitlines()[-1]
+    run = store.run("hpc", run_id)
     job_id = run.spec["platform_run"]["job_id"]
     assert run.spec["platform_run"]["cells"] == 4
-    slurm_cluster.wait_for_job(job_id, timeout=90)
-    cells = Path(box.durable_dir) / "rgt" / "sweep-1" / "cells"
+    done = rgt("watch", "hpc", run_id, "--until-done", "--timeout", "120", env=slurm_env,
+               timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr + slurm_cluster.logs()
+    assert "array: 4 COMPLETED" in done.stdout
+    cells = Path(box.durable_dir) / "rgt" / run_id / "cells"
     assert sorted(p.name for p in cells.iterdir()) == ["0", "1", "2", "3"]
     seen, spans = set(), []
     for i in range(4):
@@ -149,9 +158,97 @@ def test_sweep_is_one_job_array_each_cell_once_in_its_own_dir(slurm_cluster, slu
     assert seen == {("0.1", "0"), ("0.1", "1"), ("0.01", "0"), ("0.01", "1")}
     for start, _ in spans:  # %2: never more than two cells at once
         assert sum(1 for s, e in spans if s <= start < e) <= 2
-    summary = watch.refresh(store, box, run)
-    assert summary["status"] == "succeeded", summary
-    assert "array: 4 COMPLETED" in summary["causes"][0]
+
+    one = rgt("logs", "hpc", run_id, "--cell", "2", env=slurm_env)
+    assert one.returncode == 0 and "step exited 0" in one.stdout, one.stderr
+    assert "==>" not in one.stdout  # one cell, no headers
+    every = rgt("logs", "hpc", run_id, "--tail", "2", env=slurm_env)
+    assert every.stdout.count("==>") == 4 and f"slurm-{job_id}_3.out" in every.stdout
+    bad = rgt("logs", "hpc", run_id, "--cell", "7", env=slurm_env)
+    assert bad.returncode == 2 and "no cell 7 (cells 0-3)" in bad.stderr
+
+    dest = tmp_path / "pulled"
+    pulled = rgt("pull", "hpc", run_id, "--dest", str(dest), env=slurm_env)
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    verified = json.loads((dest / "PULL_VERIFIED.json").read_text())
+    assert sorted(f["path"] for f in verified["files"]) == [
+        f"cells/{i}/out/runs.jsonl" for i in range(4)]
+
+    listing = rgt("ls", env=slurm_env)
+    walltime = re.search(r"(\d+)s walltime", listing.stdout)
+    assert walltime and int(walltime[1]) >= 4 * 3, listing.stdout  # four cells of ≥ 3 s
+    assert "$" not in listing.stdout
+
+
+STAGE = r"""
+import os, sys, time
+out = os.path.join(os.environ["RGT_DURABLE_DIR"], "out")
+os.makedirs(out, exist_ok=True)
+if sys.argv[1] == "first":
+    time.sleep(4)
+    open(os.path.join(out, "stage1.txt"), "w").write(str(time.time()))
+elif sys.argv[1] == "fail":
+    sys.exit(3)
+else:
+    first = open(sys.argv[2]).read()
+    open(os.path.join(out, "stage2.txt"), "w").write(f"{first} {time.time()}")
+"""
+
+
+def test_stages_chain_with_afterok(slurm_cluster, slurm_box, slurm_env, tmp_path):
+    """`rgt run --after RUN`: the second stage waits for the first to succeed."""
+    store, box = slurm_box
+    first = write_spec(tmp_path, name="stage1", run=f"{PY} stage.py first",
+                       resources={"mem": "100M", "cpus": 1})
+    (first.parent / "stage.py").write_text(STAGE)
+    a = rgt("run", "hpc", str(first), env=slurm_env)
+    assert a.returncode == 0, a.stderr
+    a_id = a.stdout.strip().splitlines()[-1]
+    a_out = Path(box.durable_dir) / "rgt" / a_id / "out" / "stage1.txt"
+    second = first.parent / "stage2.yaml"
+    second.write_text(yaml.safe_dump({"name": "stage2", "workdir": ".",
+                                      "run": f"{PY} stage.py second {a_out}",
+                                      "resources": {"mem": "100M", "cpus": 1}}))
+    dry = rgt("run", "hpc", str(second), "--after", a_id, "--dry-run", env=slurm_env)
+    a_job = store.run("hpc", a_id).spec["platform_run"]["job_id"]
+    assert f"#SBATCH --dependency=afterok:{a_job}" in dry.stdout, dry.stdout + dry.stderr
+    b = rgt("run", "hpc", str(second), "--after", a_id, env=slurm_env)
+    assert b.returncode == 0, b.stderr
+    b_id = b.stdout.strip().splitlines()[-1]
+    done = rgt("watch", "hpc", b_id, "--until-done", "--timeout", "90", env=slurm_env,
+               timeout=150)
+    assert done.returncode == 0, done.stdout + done.stderr
+    wrote_first, started_second = (Path(box.durable_dir) / "rgt" / b_id / "out" /
+                                   "stage2.txt").read_text().split()
+    assert float(started_second) >= float(wrote_first)
+
+    failing = first.parent / "fail.yaml"
+    failing.write_text(yaml.safe_dump({"name": "bad", "workdir": ".",
+                                       "run": f"{PY} stage.py fail",
+                                       "resources": {"mem": "100M", "cpus": 1}}))
+    c = rgt("run", "hpc", str(failing), env=slurm_env)
+    c_id = c.stdout.strip().splitlines()[-1]
+    assert rgt("watch", "hpc", c_id, "--until-done", "--timeout", "60", env=slurm_env,
+               timeout=120).returncode == 1
+    refused = rgt("run", "hpc", str(second), "--after", c_id, env=slurm_env)
+    assert refused.returncode == 2 and "ended failed" in refused.stderr, refused.stderr
+
+
+def test_audit_reports_partitions_limits_and_filesystems(slurm_cluster, slurm_box, slurm_env):
+    store, box = slurm_box
+    result = rgt("audit", "hpc", env=slurm_env, timeout=240)
+    assert "debug (default)" in result.stdout, result.stdout + result.stderr
+    assert "SLURM5" in result.stdout and "single node" in result.stdout
+    evidence = store.latest_evidence("audit", "hpc")
+    sched = evidence.detail["scheduler"]
+    (part,) = sched["partitions"]
+    assert part["name"] == "debug" and part["default"] and part["nodes"] == 1
+    assert part["cpus_per_node"] == str(slurm_cluster.cpus)
+    assert part["gpus_per_node"] == 0  # this cluster declares no GRES: said so
+    assert any("no partition offers GPUs" in v["message"] for v in sched["verdicts"])
+    assert "assoc_error" in sched  # no slurmdbd here: limits unknown, not invented
+    paths = {f["path"]: f for f in sched["filesystems"]}
+    assert box.durable_dir in paths and paths[box.durable_dir]["shared"] is False
 
 
 HOG = r"""

@@ -256,7 +256,58 @@ def test_platform_render_is_the_dry_run(tmp_path):
     assert "export RGT_CKPT_DIR=/scratch/u/rgt/r9/ckpt" in script
     assert "module load cuda" in script  # the profile's proxy_hook
     bash_n(script)
-    sweep = slurm.SlurmPlatform().render(box, spec(), "r9", grid={"lr": [1, 2]},
-                                         max_parallel=1)
-    assert "#SBATCH --array=0-1%1" in sweep
+    sweeping = spec().model_copy(update={"grid": {"lr": [1, 2]}, "max_parallel": 1})
+    sweep = slurm.SlurmPlatform().render(box, sweeping, "r9",
+                                         dependency=slurm.dependency_option("41"))
+    assert "#SBATCH --array=0-1%1" in sweep and "#SBATCH --dependency=afterok:41" in sweep
+    assert 'export RGT_OUT_DIR="$RGT_CELL_DIR/out"' in sweep
+    assert "cp -a --parents" not in sweep  # cells share the workdir: no copying from it
     bash_n(sweep)
+
+
+SINFO = ["gpu*|up|2-00:00:00|12|64|512000|gpu:a100:4(S:0-1)",
+         "cpu|up|7-00:00:00|40|128|256000|(null)",
+         "broken line"]
+
+
+def test_sinfo_partitions_and_gpus_per_node():
+    gpu, cpu = slurm.parse_sinfo(SINFO)
+    assert gpu["name"] == "gpu" and gpu["default"] and gpu["nodes"] == 12
+    assert gpu["gpus_per_node"] == 4 and gpu["time_limit"] == "2-00:00:00"
+    assert cpu["gpus_per_node"] == 0 and cpu["gres"] == "" and not cpu["default"]
+    assert slurm.gpus_in_gres("gpu:v100:2,gpu:a100:8(S:0)") == 8
+    assert slurm.gpus_in_gres("gpu:3") == 3
+
+
+def test_filesystems_shared_or_node_local_and_slurm5_verdict():
+    fs = slurm.classify_filesystems(["/home/u|nfs4|/home", "/scratch|lustre|/scratch",
+                                     "/tmp|xfs|/", "/home/u|nfs4|/home", "/gone|"])
+    assert [(f["path"], f["shared"]) for f in fs] == [
+        ("/home/u", True), ("/scratch", True), ("/tmp", False)]
+    parts = slurm.parse_sinfo(SINFO)
+
+    def slurm5(durable, partitions=parts):
+        report = {"partitions": partitions, "filesystems": fs}
+        (v,) = [v for v in slurm.audit_verdicts(report, durable) if v["id"] == "SLURM5"]
+        return v
+
+    assert slurm5("/scratch")["level"] == "ok"
+    bad = slurm5("/tmp")
+    assert bad["level"] == "warn" and "--durable-dir on a shared filesystem" in bad["message"]
+    single = [{**parts[0], "nodes": 1}]
+    assert slurm5("/tmp", single)["level"] == "ok"  # one node sees its own disk
+    assert slurm5("/elsewhere")["level"] == "warn"  # unknown is never called safe
+    none = slurm.audit_verdicts({"partitions": [], "filesystems": fs}, "/scratch")
+    assert any(v["level"] == "fail" for v in none)
+
+
+def test_grid_is_validated_in_the_spec():
+    from pydantic import ValidationError
+
+    from rgt.spec import JobSpec
+
+    for bad in ({"lr": []}, {"1lr": [1]}):
+        with pytest.raises(ValidationError):
+            JobSpec(name="x", run="echo", grid=bad)
+    with pytest.raises(ValidationError):
+        JobSpec(name="x", run="echo", grid={"lr": [1]}, max_parallel=0)

@@ -6,6 +6,7 @@ from typing import Any
 
 from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.onbox import run_json
+from rgt.platforms import platform_for
 from rgt.profiles import load_profile
 from rgt.store import Store
 
@@ -23,6 +24,11 @@ def audit(store: Store, box_name: str) -> dict[str, Any]:
         hf_cache = hf_cache.replace("$HOME", home)
         report = run_json(transport, "audit", "--dirs", box.data_dir, box.durable_dir,
                           "--py", python, "--hf-cache", hf_cache, timeout=180)
+        platform = platform_for(box.profile)
+        if platform is not None and hasattr(platform, "audit"):
+            # e.g. Slurm: partitions, GRES, limits, shared vs node-local filesystems
+            report["scheduler"] = platform.audit(transport, box)
+            report["verdicts"] = report.get("verdicts", []) + report["scheduler"]["verdicts"]
     finally:
         transport.close()
     ok = not any(v.get("level") == "fail" for v in report.get("verdicts", []))

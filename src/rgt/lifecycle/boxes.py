@@ -60,11 +60,14 @@ def _remote_home(transport: Transport) -> str:
     return transport.run('printf "%s" "$HOME"', timeout=30).stdout.strip()
 
 
-def resolve_dir(template: str, *, box: str, home: str, flag: str) -> str:
-    """Turn a profile path (`$HOME/proj`, `~/x`, `{RGT_HOME}/boxes/{box}/scratch`) into a path."""
+def resolve_dir(template: str, *, box: str, home: str, flag: str, user: str = "") -> str:
+    """Turn a profile path (`$HOME/proj`, `~/x`, `/scratch/$USER/p`, `{RGT_HOME}/boxes/{box}`)
+    into a path."""
     path = template.split()[0] if template else ""
     path = path.replace("{RGT_HOME}", str(rgt_home())).replace("{box}", box)
     path = path.replace("$HOME", home).replace("${HOME}", home)
+    if user:
+        path = path.replace("${USER}", user).replace("$USER", user)
     if path.startswith("~"):
         path = home + path[1:]
     if not path.startswith("/") or "{" in path or "<" in path:
@@ -90,13 +93,23 @@ def up(store: Store, name: str, profile_name: str, target: SshTarget | None, *,
     try:
         uname = transport.run("uname -sm", timeout=30).stdout.strip()
         home = _remote_home(transport)
+        user = transport.run("id -un", check=False, timeout=30).stdout.strip()
         overrides = profile.overrides
-        box.data_dir = data_dir or resolve_dir(overrides.get("DATA_DIR", "$HOME"), box=name,
-                                               home=home, flag="--data-dir")
         box.durable_dir = durable_dir or resolve_dir(
-            overrides.get("DURABLE_DIR", box.data_dir), box=name, home=home, flag="--durable-dir")
+            overrides.get("DURABLE_DIR", data_dir or overrides.get("DATA_DIR", "$HOME")),
+            box=name, home=home, user=user, flag="--durable-dir")
+        if profile.facts.kind == "slurm" and not data_dir:
+            # Compute nodes read each run's script and code, so run dirs go on the shared
+            # durable tier too; the profile's DATA_DIR ($TMPDIR) is per-job staging space.
+            data_dir = box.durable_dir
+        box.data_dir = data_dir or resolve_dir(overrides.get("DATA_DIR", "$HOME"), box=name,
+                                               home=home, user=user, flag="--data-dir")
         quoted = " ".join(shlex.quote(d) for d in (box.data_dir, box.durable_dir))
-        transport.run(f"mkdir -p {quoted}", timeout=30)
+        made = transport.run(f"mkdir -p {quoted}", check=False, timeout=30)
+        if not made.ok:
+            raise UserError(f"cannot create {box.data_dir} / {box.durable_dir} on the box "
+                            f"({made.stderr.strip() or 'mkdir failed'}); pass --data-dir and "
+                            "--durable-dir with directories you can write")
     finally:
         transport.close()
     first = not any(b.profile == profile.name for b in store.boxes())

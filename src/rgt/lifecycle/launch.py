@@ -75,7 +75,8 @@ def job_environment(spec: JobSpec, profile: Profile, layout: Layout, run_id: str
         env["HF_HOME"] = profile.overrides["HF_HOME"].split()[0]
     env.update(spec.env)
     env.update({"RGT_RUN_ID": run_id, "RGT_RUN_DIR": layout.run_dir,
-                "RGT_CKPT_DIR": layout.ckpt, "RGT_DURABLE_DIR": layout.durable_run_dir})
+                "RGT_CKPT_DIR": layout.ckpt, "RGT_DURABLE_DIR": layout.durable_run_dir,
+                "RGT_OUT_DIR": layout.out})
     return env
 
 
@@ -89,12 +90,24 @@ def refuse_second_launch(store: Store, box: Box, spec: JobSpec, transport: Trans
                         "would race it for the same checkpoints")
 
 
-def launch(store: Store, box_name: str, spec: JobSpec, *, progress=None) -> tuple[Run, list[str]]:
-    """Push, hand over secrets, start detached. Returns the run and any notes for the user."""
+def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = None,
+           progress=None) -> tuple[Run, list[str]]:
+    """Push, hand over secrets, start detached. Returns the run and any notes for the user.
+
+    `after` names an earlier run of the same box: this one starts only once that one
+    succeeded (a scheduler dependency; only platforms with a scheduler can chain stages).
+    """
     box = store.box(box_name)
     if box.state != "up":
         raise UserError(f"box {box_name!r} is down; register a new one with `rgt up`")
     profile = load_profile(box.profile)
+    platform = platform_for(box.profile)
+    scheduled = platform is not None and hasattr(platform, "launch")
+    if (spec.grid or after) and not hasattr(platform, "dependency_on"):
+        what = "a sweep (`grid`)" if spec.grid else "--after"
+        raise UserError(f"{what} needs a scheduler (the slurm profile's job arrays and "
+                        f"dependencies); on a {box.profile} box, run one job per cell")
+    dependency = platform.dependency_on(store.run(box.name, after)) if after else None
     notes: list[str] = []
     setup = spec.setup
     if profile.launch.env_contract.pip_install_torch_forbidden:
@@ -108,12 +121,11 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, progress=None) -> tupl
     transport = transport_for(box)
     try:
         refuse_second_launch(store, box, spec, transport)
-        platform = platform_for(box.profile)
-        if platform is not None and hasattr(platform, "launch"):
+        if scheduled:
             # e.g. Slurm: sbatch replaces the detached runner; the run record carries
             # spec["platform_run"] so watch asks the platform, not the on-box probe.
             return platform.launch(store, box, spec.model_copy(update={"setup": setup}),
-                                   run_id), notes
+                                   run_id, dependency=dependency), notes
         stats = transport.put(spec.workdir, layout.code, exclude=list(spec.exclude),
                               progress=progress)
         store.record("push", {"bytes_sent": stats.bytes_sent, "files": stats.files,

@@ -20,6 +20,7 @@ class BoxLine:
     clocks: list[str]
     still_billing: list[str]
     idle_s: float | None
+    walltime_s: float | None  # schedulers bill walltime and fair-share, not dollars
 
 
 def box_lines(store: Store, now: float | None = None) -> list[BoxLine]:
@@ -39,6 +40,11 @@ def box_lines(store: Store, now: float | None = None) -> list[BoxLine]:
         if box.state == "up" and not live:
             last = max([r.updated for r in runs], default=box.created)
             idle = now - last
+        walltime = None
+        if profile.facts.kind == "slurm":
+            walltime = sum((r.spec.get("platform_run") or {}).get("walltime_s") or 0
+                           for r in runs)
+            idle = None  # an idle login node costs nothing; only allocations do
         lines.append(BoxLine(box, uptime, spent, len(live), clocks,
-                             list(box.extra.get("still_billing", [])), idle))
+                             list(box.extra.get("still_billing", [])), idle, walltime))
     return lines

@@ -32,6 +32,16 @@ def default_dest(box: str, run_id: str) -> Path:
     return Path.cwd() / "rgt-results" / box / run_id
 
 
+def output_patterns(run: Run) -> list[str]:
+    """What the manifest must list, relative to the durable run dir."""
+    ckpt = ["ckpt"] if run.spec.get("checkpoint_dir") else []
+    cells = (run.spec.get("platform_run") or {}).get("cells") or 0
+    if cells:  # a sweep: each cell's declared outputs by name, so a missing cell shows
+        return [f"cells/{i}/{p}" for i in range(cells)
+                for p in [f"out/{o}" for o in run.spec.get("outputs", [])] + ckpt]
+    return (["out"] if run.spec.get("outputs") else []) + ckpt
+
+
 def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = None,
          progress=None) -> dict[str, Any]:
     box = store.box(box_name)
@@ -50,9 +60,7 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
                 "there (AD4/U7), then pull again — nothing on the box was deleted")
         local.mkdir(parents=True, exist_ok=True)
         manifest_path = f"{layout.run_dir}/PULL_MANIFEST.json"
-        patterns = ["out"] if run.spec.get("outputs") else []
-        if run.spec.get("checkpoint_dir"):
-            patterns.append("ckpt")
+        patterns = output_patterns(run)
         # exit 2 = written, with declared outputs missing: verify_pulled reports those
         run_json(transport, "manifest", layout.durable_run_dir, manifest_path, *patterns,
                  ok_codes=(0, 2))

@@ -401,7 +401,8 @@ def render_array_script(spec: JobSpec, grid: Mapping[str, Sequence[Any]], *, run
 
     Cell i exports ``RGT_PARAM_<NAME>`` for each parameter, runs the command with ``{name}``
     placeholders filled in, and writes into its own ``<durable>/cells/<i>/`` (``RGT_CELL_DIR``,
-    with ``ckpt/`` as its RGT_CKPT_DIR and ``out/`` for its outputs).
+    with ``ckpt/`` as its RGT_CKPT_DIR and ``out/`` as its RGT_OUT_DIR, where the spec's
+    `outputs` are expected).
     """
     cells = grid_cells(grid)
     env = dict(env if env is not None else spec.env)
@@ -425,8 +426,12 @@ def render_array_script(spec: JobSpec, grid: Mapping[str, Sequence[Any]], *, run
              "# resumes from its own checkpoint dir after a requeue.",
              _PREAMBLE.rstrip("\n"), *cases,
              f'export RGT_CELL_DIR="{_dq(paths.durable_run_dir)}/cells/$SLURM_ARRAY_TASK_ID"',
-             'mkdir -p "$RGT_CELL_DIR/out"']
-    lines += _body(paths, env, spec.setup, hook, spec.outputs, step,
+             'export RGT_OUT_DIR="$RGT_CELL_DIR/out"',
+             'mkdir -p "$RGT_OUT_DIR"']
+    # Cells share one code dir, so a cell writes its outputs to $RGT_OUT_DIR itself; copying
+    # relative paths out of the shared workdir would mix the cells up.
+    lines += _body(paths, {k: v for k, v in env.items() if k != "RGT_OUT_DIR"}, spec.setup,
+                   hook, [], step,
                    ckpt_sh='"$RGT_CELL_DIR/ckpt"', out_sh='"$RGT_CELL_DIR/out"')
     return "\n".join(lines) + "\n", cells
 
@@ -628,10 +633,13 @@ def summarize_jobs(records: Sequence[Mapping[str, str]], log: str = "", *,
     if started and ended and ended < started:
         ended = None
     exit_code = worst[3] if not live else None
+    now = time.time()
+    walltime = sum(max(0.0, (end or now) - start) * int(t[7].get("NumNodes") or 1)
+                   for start, end, t in zip(starts, ends, per_task, strict=True) if start)
     return _summary(status, exit_code=exit_code, signal=worst[4] or None, started=started,
                     ended=ended, causes=causes, advice=worst[6], log=log,
                     slurm={"states": {t[0]: t[1] for t in per_task},
-                           "reason": worst[7].get("Reason")})
+                           "reason": worst[7].get("Reason"), "walltime_s": walltime})
 
 
 def _summary(status: str, *, exit_code: int | None = None, signal: int | None = None,
@@ -657,6 +665,143 @@ def _summary(status: str, *, exit_code: int | None = None, signal: int | None = 
         "disks": {},
         "slurm": slurm or {},
     }
+
+
+# ----------------------------------------------------------------------------- audit
+
+# Filesystem types every node of a cluster sees; anything else is node-local (SLURM5).
+SHARED_FS_TYPES = {"nfs", "nfs4", "lustre", "gpfs", "beegfs", "cephfs", "ceph", "panfs",
+                   "wekafs", "glusterfs", "fuse.glusterfs", "cifs", "smb3", "orangefs",
+                   "fuse.juicefs", "fuse.beegfs", "vast"}
+
+# One command, many sections: partitions, per-partition limits, the user's association limits
+# (needs slurmdbd) and the filesystem type under each path that matters.
+_AUDIT_SCRIPT = r"""
+echo '## sinfo'; sinfo -h -o '%P|%a|%l|%D|%c|%m|%G' 2>&1
+echo '## partitions'; scontrol show partition -o 2>&1
+echo '## assoc'; sacctmgr -nP show assoc where user="$(id -un)" \
+  format=Account,Partition,QOS,MaxJobs,MaxSubmit,MaxWall,MaxTRES,GrpTRES 2>&1
+echo '## fs'
+for p in "$HOME" /scratch "${TMPDIR:-/tmp}" "$@"; do
+  [ -e "$p" ] || continue
+  printf '%s|' "$p"; df -PT "$p" 2>/dev/null | awk 'NR==2 {print $2 "|" $7}'
+done
+"""
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    current = ""
+    for line in text.splitlines():
+        if line.startswith("## "):
+            current = line[3:].strip()
+            out[current] = []
+        elif current and line.strip():
+            out[current].append(line.rstrip())
+    return out
+
+
+def parse_sinfo(lines: Sequence[str]) -> list[dict[str, Any]]:
+    """`sinfo -o '%P|%a|%l|%D|%c|%m|%G'` → one entry per partition (`*` marks the default)."""
+    parts = []
+    for line in lines:
+        fields = line.split("|")
+        if len(fields) != 7:
+            continue
+        name, avail, limit, nodes, cpus, mem, gres = fields
+        parts.append({"name": name.rstrip("*"), "default": name.endswith("*"), "avail": avail,
+                      "time_limit": limit, "nodes": int(nodes) if nodes.isdigit() else None,
+                      "cpus_per_node": cpus, "mem_mb_per_node": mem,
+                      "gres": "" if gres in ("(null)", "") else gres,
+                      "gpus_per_node": gpus_in_gres(gres)})
+    return parts
+
+
+def gpus_in_gres(gres: str) -> int:
+    """`gpu:a100:4(S:0-1),gpu:v100:2` → 4 (the most any node of the line has)."""
+    counts = [int(m[1]) for m in re.finditer(r"gpu(?::[^:,(]+)?:(\d+)", gres or "")]
+    return max(counts, default=0)
+
+
+def classify_filesystems(lines: Sequence[str]) -> list[dict[str, Any]]:
+    """`PATH|FSTYPE|MOUNT` lines → each path with its type and whether every node sees it."""
+    seen, out = set(), []
+    for line in lines:
+        path, _, rest = line.partition("|")
+        fstype, _, mount = rest.partition("|")
+        if not fstype or path in seen:
+            continue
+        seen.add(path)
+        out.append({"path": path, "fstype": fstype, "mount": mount,
+                    "shared": fstype.lower() in SHARED_FS_TYPES})
+    return out
+
+
+def audit_verdicts(report: Mapping[str, Any], durable_dir: str) -> list[dict[str, str]]:
+    """Judge what the scheduler audit found: where checkpoints go, GPUs, limits."""
+    verdicts = []
+
+    def add(level: str, gid: str, message: str) -> None:
+        verdicts.append({"level": level, "id": gid, "message": message})
+
+    parts = report.get("partitions") or []
+    nodes = sum(p.get("nodes") or 0 for p in parts)
+    durable = next((f for f in report.get("filesystems") or [] if f["path"] == durable_dir),
+                   None)
+    if not parts:
+        add("fail", "SLURM", "sinfo listed no partitions: is this a Slurm login node "
+                             f"(SLURM_CONF)? {report.get('sinfo_error') or ''}".strip())
+    if durable is None:
+        add("warn", "SLURM5", f"could not tell which filesystem holds {durable_dir}")
+    elif durable["shared"]:
+        add("ok", "SLURM5", f"checkpoints go to {durable_dir} on {durable['fstype']} "
+                            "(shared by every node)")
+    elif nodes <= 1:
+        add("ok", "SLURM5", f"{durable_dir} is on {durable['fstype']}, node-local, but this "
+                            "cluster has a single node, so the job sees it")
+    else:
+        add("warn", "SLURM5", f"{durable_dir} is on {durable['fstype']}, node-local: a job on "
+                              "another node cannot see it and its checkpoints vanish with the "
+                              "job; `rgt up` again with --durable-dir on a shared filesystem "
+                              "($HOME, /scratch)")
+    if parts and not any(p["gpus_per_node"] for p in parts):
+        add("warn", "SLURM", "no partition offers GPUs in GRES: CPU-only cluster, or GPUs are "
+                             "not declared (ask the admins which --gres/--gpus to use)")
+    if report.get("assoc_error"):
+        add("ok", "SLURM", "no accounting database: per-user limits unknown (sacct post-mortems "
+                           "fall back to the job completion log)")
+    return verdicts
+
+
+def scheduler_audit(transport: Transport, box: Box) -> dict[str, Any]:
+    """Partitions, GPUs per node, limits, shared vs node-local filesystems (SLURM5)."""
+    dirs = " ".join(shlex.quote(d) for d in dict.fromkeys([box.data_dir, box.durable_dir]))
+    out = transport.run(f"bash -s -- {dirs}", stdin=_AUDIT_SCRIPT.encode(), check=False,
+                        timeout=60)
+    sec = _sections(out.stdout)
+    sinfo = sec.get("sinfo", [])
+    report: dict[str, Any] = {"partitions": parse_sinfo(sinfo)}
+    if not report["partitions"] and sinfo:
+        report["sinfo_error"] = sinfo[0]
+    limits = {}
+    for rec in parse_records("\n".join(sec.get("partitions", []))):
+        limits[rec.get("PartitionName", "?")] = {
+            k: rec[k] for k in ("MaxTime", "DefaultTime", "MaxNodes", "MaxMemPerNode",
+                                "DefMemPerCPU", "MaxCPUsPerNode", "PreemptMode", "QoS")
+            if rec.get(k) not in (None, "", "UNLIMITED", "N/A")}
+    for part in report["partitions"]:
+        part["limits"] = limits.get(part["name"], {})
+    assoc = sec.get("assoc", [])
+    if any("|" in line for line in assoc):
+        keys = ["account", "partition", "qos", "max_jobs", "max_submit", "max_wall",
+                "max_tres", "grp_tres"]
+        report["associations"] = [dict(zip(keys, line.split("|"), strict=False))
+                                  for line in assoc if "|" in line]
+    else:
+        report["assoc_error"] = (assoc[0] if assoc else "sacctmgr printed nothing")[:200]
+    report["filesystems"] = classify_filesystems(sec.get("fs", []))
+    report["verdicts"] = audit_verdicts(report, box.durable_dir)
+    return report
 
 
 # ----------------------------------------------------------------------------- the platform
@@ -718,37 +863,44 @@ class SlurmPlatform:
     """`launch` = sbatch, `refresh` = scontrol/sacct/jobcomp, `stop_meter` = scancel."""
 
     def render(self, box: Box, spec: JobSpec, run_id: str, *,
-               grid: Mapping[str, Sequence[Any]] | None = None,
-               max_parallel: int | None = None, dependency: str | None = None) -> str:
+               dependency: str | None = None) -> str:
         """The exact script `launch` would submit (for `rgt run --dry-run`); runs nothing."""
+        return self._script(box, spec, run_id, dependency)[0]
+
+    @staticmethod
+    def _script(box: Box, spec: JobSpec, run_id: str, dependency: str | None
+                ) -> tuple[str, list[dict[str, Any]], ScriptPaths]:
+        """(script, sweep cells, paths): one batch job, or one array cell per grid point."""
         profile = load_profile(box.profile)
         layout = Layout.of(box, run_id)
-        paths = ScriptPaths.of(layout, array=bool(grid))
+        paths = ScriptPaths.of(layout, array=bool(spec.grid))
         env = job_environment(spec, profile, layout, run_id)
         hook = profile.network.proxy_hook
-        if grid:
-            return render_array_script(spec, grid, run_id=run_id, paths=paths,
-                                       max_parallel=max_parallel, env=env, hook=hook,
-                                       dependency=dependency)[0]
-        return render_batch_script(spec, run_id=run_id, paths=paths, env=env, hook=hook,
-                                   dependency=dependency)
+        if spec.grid:
+            script, cells = render_array_script(spec, spec.grid, run_id=run_id, paths=paths,
+                                                max_parallel=spec.max_parallel, env=env,
+                                                hook=hook, dependency=dependency)
+            return script, cells, paths
+        script = render_batch_script(spec, run_id=run_id, paths=paths, env=env, hook=hook,
+                                     dependency=dependency)
+        return script, [], paths
+
+    @staticmethod
+    def dependency_on(earlier: Run) -> str:
+        """`--dependency=afterok:<job>`: the next stage starts once `earlier` succeeded."""
+        job_id = (earlier.spec.get("platform_run") or {}).get("job_id")
+        if not job_id:
+            raise UserError(f"run {earlier.id} was not submitted to Slurm; --after chains "
+                            "Slurm jobs only")
+        if earlier.status in ("failed", "cancelled", "vanished", "sync-failed"):
+            raise UserError(f"run {earlier.id} ended {earlier.status}; a stage after it would "
+                            "never start. Fix and rerun that stage first")
+        return dependency_option(str(job_id))
 
     def launch(self, store: Store, box: Box, spec: JobSpec, run_id: str, *,
-               grid: Mapping[str, Sequence[Any]] | None = None,
-               max_parallel: int | None = None, dependency: str | None = None) -> Run:
-        profile = load_profile(box.profile)
+               dependency: str | None = None) -> Run:
         layout = Layout.of(box, run_id)
-        paths = ScriptPaths.of(layout, array=bool(grid))
-        env = job_environment(spec, profile, layout, run_id)
-        hook = profile.network.proxy_hook
-        cells: list[dict[str, Any]] = []
-        if grid:
-            script, cells = render_array_script(spec, grid, run_id=run_id, paths=paths,
-                                                max_parallel=max_parallel, env=env, hook=hook,
-                                                dependency=dependency)
-        else:
-            script = render_batch_script(spec, run_id=run_id, paths=paths, env=env, hook=hook,
-                                         dependency=dependency)
+        script, cells, paths = self._script(box, spec, run_id, dependency)
         secret_bytes = secret_values(spec)
         transport = transport_for(box)
         try:
@@ -767,7 +919,7 @@ class SlurmPlatform:
                           timeout=30)
             job_id = submit(transport, script_path, cwd=layout.run_dir)
             log = paths.log.replace("%j", job_id).replace("%A", job_id)
-            if not grid:  # `rgt logs` reads RUN_DIR/log
+            if not cells:  # `rgt logs` reads RUN_DIR/log
                 transport.run(f"ln -sfn {shlex.quote(log)} {shlex.quote(layout.run_dir + '/log')}",
                               check=False, timeout=30)
         finally:
@@ -806,6 +958,9 @@ class SlurmPlatform:
         summary = summarize_jobs(records, log, max_rss_kb=rss)
         summary["slurm"]["source"] = source
         summary["slurm"]["job_id"] = job_id
+        # `rgt ls` shows walltime used where other platforms show dollars
+        store.update_run(run.id, spec={**run.spec, "platform_run": {
+            **info, "walltime_s": round(summary["slurm"]["walltime_s"], 1)}})
         return summary
 
     @staticmethod
@@ -819,6 +974,9 @@ class SlurmPlatform:
         out = transport.run(f"for f in {quoted}; do tail -n {LOG_TAIL_LINES} \"$f\" "
                             "2>/dev/null; done", check=False, timeout=30)
         return out.stdout
+
+    def audit(self, transport: Transport, box: Box) -> dict[str, Any]:
+        return scheduler_audit(transport, box)
 
     def stop_meter(self, store: Store, box: Box) -> str:
         """scancel every live job of the box's runs; there is no box to destroy."""
