@@ -109,8 +109,10 @@ def _comm(pid: int) -> str:
 class SshServer:
     """One sshd on 127.0.0.1:`port`, configured and logged under `workdir`."""
 
-    def __init__(self, workdir: Path, keys: SshKeys | None = None, port: int | None = None):
+    def __init__(self, workdir: Path, keys: SshKeys | None = None, port: int | None = None,
+                 extra_config: str = ""):
         self.workdir = Path(workdir)
+        self.extra_config = extra_config  # more sshd_config lines, e.g. "SetEnv A=b"
         self.workdir.mkdir(parents=True, exist_ok=True)
         shared = keys or SshKeys.generate(self.workdir / "keys")
         # A private copy of the host key, so regenerate_host_key() touches only this server.
@@ -151,6 +153,7 @@ MaxSessions 64
 MaxStartups 64:30:128
 LogLevel INFO
 Subsystem sftp {SFTP_SERVER}
+{self.extra_config}
 """
         )
 

@@ -328,3 +328,38 @@ def test_stop_meter_scancels_live_jobs(slurm_cluster, slurm_box, tmp_path):
     summary = watch.refresh(store, box, store.run("hpc", "idle-1"))
     assert summary["status"] == "cancelled", summary
     assert platform.stop_meter(store, box).startswith("no live Slurm jobs")
+
+
+def test_login_node_over_ssh_runs_pulls_and_goes_down(slurm_cluster, slurm_env, tmp_path):
+    """`rgt up --profile slurm --ssh ...`: every Slurm command travels over a real sshd."""
+    from sshd import SshKeys, SshServer, unavailable
+
+    if (reason := unavailable()) is not None:
+        pytest.skip(reason)
+    keys = SshKeys.generate(tmp_path / "keys")
+    # the login node's own environment: sessions find this cluster as they would /etc/slurm
+    server = SshServer(tmp_path / "sshd", keys=keys,
+                       extra_config=f"SetEnv SLURM_CONF={slurm_cluster.conf}").start()
+    env = {"RGT_HOME": slurm_env["RGT_HOME"]}  # no SLURM_CONF here: it must come over ssh
+    try:
+        durable = tmp_path / "login-durable"
+        up = rgt("up", "login", "--profile", "slurm", "--durable-dir", str(durable), "--ssh",
+                 f"ssh -p {server.port} -i {keys.client_key} root@127.0.0.1", env=env)
+        assert up.returncode == 0, up.stdout + up.stderr
+        spec = write_spec(tmp_path, name="remote", run="echo hello > result.txt",
+                          outputs=["result.txt"], resources={"mem": "100M", "cpus": 1})
+        started = rgt("run", "login", str(spec), env=env)
+        assert started.returncode == 0, started.stdout + started.stderr
+        run_id = started.stdout.strip().splitlines()[-1]
+        done = rgt("watch", "login", run_id, "--until-done", "--timeout", "60", env=env,
+                   timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        dest = tmp_path / "pulled"
+        pulled = rgt("pull", "login", run_id, "--dest", str(dest), env=env)
+        assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+        assert (dest / "out" / "result.txt").read_text() == "hello\n"
+        down = rgt("down", "login", "--yes", env=env)
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert "no live Slurm jobs to cancel" in down.stdout
+    finally:
+        server.stop()
