@@ -184,7 +184,18 @@ def test_durable_tier_out_of_inodes_is_sync_failed(cli, tmp_path, tiny_inode_dis
     assert "succeeded" not in result.stdout
     pulled = cli("pull", "box", run_id)
     assert pulled.returncode == 2 and "AD4/U7" in pulled.stderr
+    assert "--from-scratch" in pulled.stderr
     assert cli("down", "box", "--yes").returncode == 3
+    # the way out: the outputs are still in the workdir on the (roomier) scratch tier
+    dest = tmp_path / "pulled"
+    rescued = cli("pull", "box", run_id, "--from-scratch", "--dest", str(dest))
+    assert rescued.returncode == 0, rescued.stdout + rescued.stderr
+    assert sorted(p.name for p in (dest / "out" / "out").iterdir()) == sorted(
+        f"f{i}.json" for i in range(1, 61))
+    assert (dest / "out" / "out" / "f7.json").read_text() == "7\n"
+    verified = json.loads((dest / "PULL_VERIFIED.json").read_text())
+    assert verified["ok"] and verified["source"] == "workdir" and len(verified["files"]) == 60
+    assert cli("down", "box", "--yes").returncode == 0
 
 
 def test_smoke_passes_fails_on_traceback_and_exit(cli, tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.launch import Layout
 from rgt.lifecycle.onbox import run_json
 from rgt.lifecycle.watch import refresh
-from rgt.store import Run, Store
+from rgt.store import LIVE, Run, Store
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt")
 
@@ -43,7 +44,13 @@ def output_patterns(run: Run) -> list[str]:
 
 
 def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = None,
-         progress=None) -> dict[str, Any]:
+         progress=None, *, from_scratch: bool = False) -> dict[str, Any]:
+    """Fetch a run's results and verify them here.
+
+    `from_scratch` is the way out of a sync-failed run: the outputs never reached the
+    durable tier but are still in the run's workdir, so they are hard-linked into a pull
+    directory beside it (no extra space on a full box) and fetched from there.
+    """
     box = store.box(box_name)
     run = store.run(box.name, run_id)
     layout = layout_of(run)
@@ -53,31 +60,61 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
     transport = transport_for(box)
     try:
         state = refresh(store, box, run, transport)
-        if state["status"] == "sync-failed":
+        if state["status"] == "sync-failed" and not from_scratch:
             raise UserError(
                 f"run {run.id} finished but its outputs did not reach the durable tier "
                 f"({state.get('sync', {}).get('error', 'copy failed')}); free space or inodes "
-                "there (AD4/U7), then pull again — nothing on the box was deleted")
+                "there (AD4/U7) and pull again, or fetch them from the run's workdir with "
+                "`rgt pull --from-scratch` — nothing on the box was deleted")
+        if from_scratch and state["status"] in LIVE:
+            raise UserError(f"run {run.id} is still {state['status']}; --from-scratch copies "
+                            "a finished run's outputs")
         local.mkdir(parents=True, exist_ok=True)
-        manifest_path = f"{layout.run_dir}/PULL_MANIFEST.json"
-        patterns = output_patterns(run)
-        # exit 2 = written, with declared outputs missing: verify_pulled reports those
-        run_json(transport, "manifest", layout.durable_run_dir, manifest_path, *patterns,
-                 ok_codes=(0, 2))
-        manifest = json.loads(transport.run(f"cat '{manifest_path}'", timeout=60).stdout)
-        stats = transport.get(layout.durable_run_dir, local, progress=progress)
+        if from_scratch:
+            source, manifest = _stage_from_workdir(transport, run, layout)
+        else:
+            source = layout.durable_run_dir
+            manifest_path = f"{layout.run_dir}/PULL_MANIFEST.json"
+            # exit 2 = written, with declared outputs missing: verify_pulled reports those
+            run_json(transport, "manifest", source, manifest_path, *output_patterns(run),
+                     ok_codes=(0, 2))
+            manifest = json.loads(transport.run(f"cat '{manifest_path}'", timeout=60).stdout)
+        stats = transport.get(source, local, progress=progress)
     finally:
         transport.close()
     report = verify_pulled(local, manifest)
     report.update({"run": run.id, "box": box.name, "run_status": state["status"],
-                   "run_ended": state.get("ended"), "transfer": {
+                   "run_ended": state.get("ended"), "source": "workdir" if from_scratch
+                   else "durable", "transfer": {
                        "bytes_received": stats.bytes_received, "seconds": stats.seconds,
                        "attempts": stats.attempts}})
     _write_atomic(local / "PULL_VERIFIED.json", json.dumps(report, indent=2).encode())
     store.add_evidence("pull-verified", box.name, report["ok"], report, run=run.id)
     store.record("pull", {"ok": report["ok"], "files": len(report["files"]),
-                          "dest": str(local)}, box=box.name, run=run.id)
+                          "dest": str(local), "source": report["source"]},
+                 box=box.name, run=run.id)
     return report
+
+
+def _stage_from_workdir(transport, run: Run, layout: Layout) -> tuple[str, dict[str, Any]]:
+    """Hard-link the declared outputs from the workdir into RUN_DIR/scratch-pull/out."""
+    outputs = run.spec.get("outputs") or []
+    if not outputs:
+        raise UserError(f"run {run.id} declares no outputs; there is nothing to fetch from "
+                        "its workdir")
+    staged = f"{layout.run_dir}/scratch-pull"
+    manifest_path = f"{layout.run_dir}/SCRATCH_MANIFEST.json"
+    run_json(transport, "manifest", layout.code, manifest_path, *outputs, ok_codes=(0, 2))
+    manifest = json.loads(transport.run(f"cat {shlex.quote(manifest_path)}", timeout=60).stdout)
+    files = [entry["path"] for entry in manifest.get("files", [])]
+    link = (f"rm -rf {shlex.quote(staged)} && mkdir -p {shlex.quote(staged + '/out')}")
+    if files:
+        link += (f" && cd {shlex.quote(layout.code)} && cp -al --parents -- "
+                 f"{' '.join(shlex.quote(f) for f in files)} {shlex.quote(staged + '/out')}/")
+    transport.run(link, timeout=300)
+    for entry in manifest.get("files", []):
+        entry["path"] = f"out/{entry['path']}"
+    return staged, manifest
 
 
 def verify_pulled(local: Path, manifest: dict[str, Any]) -> dict[str, Any]:
