@@ -1,6 +1,6 @@
-"""`rgt rent` → run → `rgt down` through the real CLI, on a box whose "instance" is the real sshd
-on 127.0.0.1 (the fake vast.ai API maps its 22/tcp there). The Iron Law holds for rented boxes:
-no destroy reaches the API until the run is pulled and verified."""
+"""`rgt up` (renting) → run → `rgt down` through the real CLI, on a box whose "instance" is the
+real sshd on 127.0.0.1 (the fake vast.ai API maps its 22/tcp there). The Iron Law holds for
+rented boxes: no destroy reaches the API until the run is pulled and verified."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
 def test_destroy_refused_without_evidence_then_confirmed(vast_api, sshd_server, tmp_path):
     vast_api.offers = [offer(102, dph=0.35)]
     vast_api.ssh_port = sshd_server.port
-    rent = rgt_cli("rent", "v", "--profile", "vastai", "--offer", "102", "--image", IMAGE,
+    rent = rgt_cli("up", "v", "--profile", "vastai", "--offer", "102", "--image", IMAGE,
                    "--disk", "20", "--identity", str(sshd_server.client_key),
                    "--data-dir", str(tmp_path / "workspace"))
     assert rent.returncode == 0, rent.stderr
     assert "instance 9000001" in rent.stdout and "loading" in rent.stderr
+    assert "First vastai box" in rent.stdout  # danger clocks on first contact, as `up --ssh`
+    (create,) = vast_api.calls("PUT", "/asks/102")
+    assert create.body["disk"] == 20 and create.body["image"] == IMAGE
     spec = write_job(tmp_path / "job", run="mkdir -p out && echo '{\"acc\": 1}' > out/m.json",
                      outputs=["out"])
     run = rgt_cli("run", "v", str(spec))

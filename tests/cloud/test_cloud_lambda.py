@@ -184,8 +184,8 @@ def test_backoff_is_exponential_and_capped():
     assert [api._delay(n, None) for n in range(5)] == [0.5, 1, 2, 4, 4]
 
 
-def test_rent_cli_capacity_timeout_and_status(lambda_api, store):
-    result = rgt_cli("rent", "lam", "--profile", "lambda", "--gpu", "H100:1", "--wait", "0.2")
+def test_up_cli_capacity_timeout_and_status(lambda_api, store):
+    result = rgt_cli("up", "lam", "--profile", "lambda", "--gpu", "H100:1", "--wait", "0.2")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "no Lambda capacity" in result.stderr and "LAM5" in result.stderr
     assert LAMBDA_KEY not in result.stderr + result.stdout

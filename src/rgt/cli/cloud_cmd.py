@@ -1,28 +1,192 @@
-"""Cloud verbs: `rgt offers`, `rgt rent`, `rgt cloud-status` (Lambda Cloud, vast.ai).
+"""Cloud verbs: renting in `rgt up`, `rgt offers`, `rgt cloud-status` (Lambda Cloud, vast.ai).
 
-`rent` creates an instance through the platform's API, waits for it and registers it like
-`rgt up` does, so every other verb (audit, run, watch, pull, down) works on it unchanged.
-`rgt down` on a rented box stops the meter through the API, after the Iron Law.
+`rgt up NAME --profile lambda --gpu H100:1` and `rgt up NAME --profile vastai --offer ID --image
+IMG --disk GB` create an instance through the platform's API, wait for it and register it as
+`rgt up --ssh` does for a box rented by hand, so every other verb (audit, run, watch, pull,
+down) works on it unchanged. `rgt down` on a rented box stops the meter through the API, after
+the Iron Law. `rgt rent` is the old, hidden spelling of the same thing.
 API keys are read from the environment by name (LAMBDA_API_KEY, VAST_API_KEY), never options.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import typer
 from rich.markup import escape
+from rich.panel import Panel
 from rich.table import Table
 
 from rgt.cli import app
 from rgt.cli.console import console, err_console
 from rgt.errors import UserError
-from rgt.store import Store
+from rgt.store import Box, Store
+
+RENTABLE = ("lambda", "vastai")
+LAMBDA_PANEL = "Rent on Lambda Cloud (--profile lambda, without --ssh/--host)"
+VAST_PANEL = "Rent on vast.ai (--profile vastai, without --ssh/--host)"
+VAST_DISK_GB = 50.0
+
+# The renting options, shared by `rgt up` and the hidden `rgt rent`. None means "not given",
+# so a flag meant for the other platform (or for a box rented by hand) is caught, not ignored.
+GpuOpt = Annotated[str | None, typer.Option(
+    help="GPU to rent: TYPE:COUNT (H100:1, A100:8) or a Lambda instance type name.",
+    rich_help_panel=LAMBDA_PANEL)]
+RegionOpt = Annotated[str | None, typer.Option(
+    help="Region (default: the first with capacity, or the filesystem's).",
+    rich_help_panel=LAMBDA_PANEL)]
+FilesystemOpt = Annotated[str | None, typer.Option(
+    help="Filesystem to attach; only possible at launch, in its own region (LAM2).",
+    rich_help_panel=LAMBDA_PANEL)]
+SshKeyOpt = Annotated[str | None, typer.Option(
+    help="Name of the Lambda SSH key to install (default: your only one).",
+    rich_help_panel=LAMBDA_PANEL)]
+WaitOpt = Annotated[float | None, typer.Option(
+    help="Seconds to wait for capacity before giving up (LAM5).", show_default="1800",
+    rich_help_panel=LAMBDA_PANEL)]
+OfferOpt = Annotated[int | None, typer.Option(
+    help="Offer id to rent (see `rgt offers`).", rich_help_panel=VAST_PANEL)]
+ImageOpt = Annotated[str | None, typer.Option(
+    help="Docker image; its CUDA must not exceed the host's (VAST5).",
+    rich_help_panel=VAST_PANEL)]
+DiskOpt = Annotated[float | None, typer.Option(
+    help="Disk GB, fixed for the instance's life (VAST10).", show_default=f"{VAST_DISK_GB:g}",
+    rich_help_panel=VAST_PANEL)]
+BidOpt = Annotated[float | None, typer.Option(
+    help="Interruptible bid, USD/h; fixed at create, preemptible (VAST4).",
+    rich_help_panel=VAST_PANEL)]
+OnstartOpt = Annotated[str | None, typer.Option(
+    help="Extra onstart commands; no secrets in them (VAST11).", rich_help_panel=VAST_PANEL)]
+SecretOpt = Annotated[list[str] | None, typer.Option(
+    help="An env var NAME passed as env at create (repeatable; VAST11).",
+    rich_help_panel=VAST_PANEL)]
+ImageCudaOpt = Annotated[float | None, typer.Option(
+    help="The image's CUDA version, if its tag does not say.", rich_help_panel=VAST_PANEL)]
+
+
+@dataclass
+class Rental:
+    """What `rgt up` was asked to rent; empty when it registers a box rented by hand."""
+
+    gpu: str | None = None
+    region: str | None = None
+    filesystem: str | None = None
+    ssh_key: str | None = None
+    wait: float | None = None
+    offer: int | None = None
+    image: str | None = None
+    disk: float | None = None
+    bid: float | None = None
+    onstart: str | None = None
+    secrets: list[str] = field(default_factory=list)
+    image_cuda: float | None = None
+
+    def flags(self, platform: str) -> list[str]:
+        """The options given for `platform` ('lambda' or 'vastai'), as the user typed them."""
+        names = (("gpu", "region", "filesystem", "ssh_key", "wait") if platform == "lambda"
+                 else ("offer", "image", "disk", "bid", "onstart", "secrets", "image_cuda"))
+        given = [n for n in names if getattr(self, n) not in (None, [])]
+        return ["--" + ("secret" if n == "secrets" else n).replace("_", "-") for n in given]
 
 
 def _progress(message: str) -> None:
     err_console.print(f"[dim]…[/] {escape(message)}", highlight=False)
+
+
+def rent_for_up(store: Store, name: str, profile: str, rental: Rental, *, connected: bool,
+                identity: str | None, user: str | None, port: int | None,
+                ssh_config: str | None, rate: float | None, data_dir: str | None,
+                durable_dir: str | None) -> Box | None:
+    """`rgt up`'s renting half: rent and register, or None when `up` should register a box the
+    user rented by hand (--ssh/--host). Wrong combinations end as one UserError line."""
+    lambda_flags, vast_flags = rental.flags("lambda"), rental.flags("vastai")
+    given = lambda_flags + vast_flags
+    if connected:
+        if given:
+            raise UserError(f"{' '.join(given)} rent a new instance through the API, but "
+                            "--ssh/--host register one you already rented: give one or the other")
+        return None
+    if profile not in RENTABLE:
+        if given:
+            raise UserError(f"{' '.join(given)} rent through an API: use --profile lambda or "
+                            f"--profile vastai; a {profile} box is registered with --ssh/--host")
+        return None
+    other = vast_flags if profile == "lambda" else lambda_flags
+    if other:
+        raise UserError(f"{' '.join(other)} belong to "
+                        f"{'vast.ai' if profile == 'lambda' else 'Lambda Cloud'}, not "
+                        f"--profile {profile} (see `rgt up --help`)")
+    if rate is not None:
+        raise UserError("--rate is for a box you rented by hand: when rgt rents, the price "
+                        "comes from the API")
+    if ssh_config:
+        raise UserError("--ssh-config goes with --host; a rented instance's address comes "
+                        "from the API")
+    first = not any(b.profile == profile for b in store.boxes())
+    if profile == "lambda":
+        box = _rent_lambda(store, name, rental, identity=identity, user=user, port=port,
+                           data_dir=data_dir, durable_dir=durable_dir)
+    else:
+        box = _rent_vast(store, name, rental, identity=identity, user=user, port=port,
+                         data_dir=data_dir, durable_dir=durable_dir)
+    _show_rented(box, first)
+    return box
+
+
+def _rent_lambda(store: Store, name: str, rental: Rental, *, identity: str | None,
+                 user: str | None, port: int | None, data_dir: str | None,
+                 durable_dir: str | None) -> Box:
+    from rgt.platforms.lambda_cloud import lambda_up
+
+    if not rental.gpu:
+        raise UserError(f"to rent on Lambda give --gpu TYPE:COUNT (e.g. `rgt up {name} --profile "
+                        "lambda --gpu H100:1`); to register an instance you launched in the "
+                        "console give --ssh 'ssh ubuntu@IP'")
+    return lambda_up(store, name, rental.gpu, rental.region, rental.filesystem,
+                     ssh_key=rental.ssh_key,
+                     wait_s=1800 if rental.wait is None else rental.wait, on_wait=_progress,
+                     identity=identity, ssh_user=user or "ubuntu", ssh_port=port,
+                     data_dir=data_dir, durable_dir=durable_dir)
+
+
+def _rent_vast(store: Store, name: str, rental: Rental, *, identity: str | None,
+               user: str | None, port: int | None, data_dir: str | None,
+               durable_dir: str | None) -> Box:
+    from rgt.platforms.vastai import vast_up
+
+    if rental.offer is None or not rental.image:
+        raise UserError("to rent on vast.ai give --offer ID --image IMAGE [--disk GB] (find an "
+                        "offer with `rgt offers`); to register an instance you created in the "
+                        "console give --ssh 'ssh -p PORT root@HOST'")
+    if user or port:
+        raise UserError("vast.ai instances log in as root on the port the API reports (VAST6): "
+                        "drop --user/--port")
+    return vast_up(store, name, rental.offer, rental.image,
+                   VAST_DISK_GB if rental.disk is None else rental.disk, bid=rental.bid,
+                   onstart=rental.onstart or "", secrets=tuple(rental.secrets),
+                   image_cuda_version=rental.image_cuda, on_wait=_progress, identity=identity,
+                   data_dir=data_dir, durable_dir=durable_dir)
+
+
+def _show_rented(box: Box, first: bool) -> None:
+    from rgt.profiles import load_profile
+
+    console.print(f"[green]✓[/] box [bold]{escape(box.name)}[/] ({box.profile}) instance "
+                  f"{box.extra.get('instance_id')} answers at "
+                  f"{escape(str(box.connection.get('host')))}; ${box.rate or 0:.2f}/h")
+    console.print(f"  data    {escape(box.data_dir)}\n  durable {escape(box.durable_dir)}")
+    for note in box.extra.get("notes", []):
+        console.print(f"[yellow]note:[/] {escape(note)}")
+    if first:
+        prof = load_profile(box.profile)
+        lines = [f"[bold red]⚠ {escape(c)}[/]" for c in prof.surface.danger_clocks]
+        lines += [f"[green]✓[/] {escape(c)}" for c in prof.surface.conveniences]
+        console.print(Panel("\n".join(lines), title=f"First {prof.name} box: know this",
+                            expand=False))
+    console.print(f"Next: [bold]rgt audit {box.name}[/], then [bold]rgt run {box.name} "
+                  f"JOB.yaml[/]; [bold]rgt down {box.name}[/] stops the meter through the API")
 
 
 @app.command()
@@ -61,71 +225,45 @@ def offers(
                       f"{o.disk_gb:.0f}", escape(o.location))
     console.print(table)
     console.print("Bandwidth is billed per GB in both directions, in every state (VAST9). "
-                  "Next: rgt rent NAME --profile vastai --offer ID --image IMG --disk GB")
+                  "Next: rgt up NAME --profile vastai --offer ID --image IMG --disk GB")
 
 
-@app.command()
+@app.command(hidden=True)
 def rent(
     name: Annotated[str, typer.Argument(help="A name for the new box.")],
     profile: Annotated[str, typer.Option("--profile", "-p", help="lambda or vastai.")],
-    gpu: Annotated[str, typer.Option(help="Lambda: TYPE:COUNT or an instance type name.")
-                   ] = "H100:1",
-    region: Annotated[str | None, typer.Option(help="Lambda region (default: first with "
-                                                    "capacity, or the filesystem's).")] = None,
-    filesystem: Annotated[str | None, typer.Option(help="Lambda filesystem to attach (only "
-                                                        "possible at launch, LAM2).")] = None,
-    ssh_key: Annotated[str | None, typer.Option(help="Lambda SSH key name to install.")] = None,
-    wait: Annotated[float, typer.Option(help="Lambda: seconds to wait for capacity (LAM5).")
-                    ] = 1800,
-    offer: Annotated[int | None, typer.Option(help="vast.ai offer id (see `rgt offers`).")
-                     ] = None,
-    image: Annotated[str | None, typer.Option(help="vast.ai Docker image.")] = None,
-    disk: Annotated[float, typer.Option(help="vast.ai disk GB; fixed for life (VAST10).")] = 50,
-    bid: Annotated[float | None, typer.Option(help="vast.ai interruptible bid, USD/h (fixed at "
-                                                   "create, VAST4).")] = None,
-    onstart: Annotated[str, typer.Option(help="vast.ai: extra onstart commands (no secrets; "
-                                              "VAST11).")] = "",
-    secret: Annotated[list[str] | None, typer.Option(help="vast.ai: an env var NAME to pass "
-                                                          "at create (repeatable).")] = None,
-    image_cuda: Annotated[float | None, typer.Option(help="vast.ai: the image's CUDA if its "
-                                                          "tag does not say.")] = None,
+    gpu: GpuOpt = None,
+    region: RegionOpt = None,
+    filesystem: FilesystemOpt = None,
+    ssh_key: SshKeyOpt = None,
+    wait: WaitOpt = None,
+    offer: OfferOpt = None,
+    image: ImageOpt = None,
+    disk: DiskOpt = None,
+    bid: BidOpt = None,
+    onstart: OnstartOpt = None,
+    secret: SecretOpt = None,
+    image_cuda: ImageCudaOpt = None,
     identity: Annotated[str | None, typer.Option(help="SSH private key file.")] = None,
     data_dir: Annotated[str | None, typer.Option(help="Override the profile's DATA_DIR.")] = None,
     durable_dir: Annotated[str | None, typer.Option(
         help="Override the profile's DURABLE_DIR.")] = None,
 ) -> None:
-    """Rent a new instance through the platform's API and register it as a box."""
-    store = Store()
-    if profile == "lambda":
-        from rgt.platforms.lambda_cloud import lambda_up
-
-        box = lambda_up(store, name, gpu, region, filesystem, ssh_key=ssh_key, wait_s=wait,
-                        on_wait=_progress, identity=identity, data_dir=data_dir,
-                        durable_dir=durable_dir)
-    elif profile == "vastai":
-        from rgt.platforms.vastai import vast_up
-
-        if offer is None or not image:
-            raise UserError("vast.ai needs --offer ID (see `rgt offers`) and --image IMAGE")
-        box = vast_up(store, name, offer, image, disk, bid=bid, onstart=onstart,
-                      secrets=tuple(secret or ()), image_cuda_version=image_cuda,
-                      on_wait=_progress, identity=identity, data_dir=data_dir,
-                      durable_dir=durable_dir)
-    else:
-        raise UserError(f"rgt rent knows lambda and vastai, not {profile!r}; for a box you "
+    """Old spelling of `rgt up NAME --profile lambda|vastai ...` (rents through the API)."""
+    if profile not in RENTABLE:
+        raise UserError(f"renting knows lambda and vastai, not {profile!r}; for a box you "
                         f"rented yourself use `rgt up {name} --profile {profile} --ssh ...`")
-    console.print(f"[green]✓[/] box [bold]{escape(name)}[/] ({box.profile}) instance "
-                  f"{box.extra.get('instance_id')} answers at "
-                  f"{escape(str(box.connection.get('host')))}; ${box.rate or 0:.2f}/h")
-    for note in box.extra.get("notes", []):
-        console.print(f"[yellow]note:[/] {escape(note)}")
-    console.print(f"Next: [bold]rgt audit {name}[/], then [bold]rgt run {name} JOB.yaml[/]; "
-                  f"[bold]rgt down {name}[/] stops the meter through the API")
+    rental = Rental(gpu=gpu, region=region, filesystem=filesystem, ssh_key=ssh_key, wait=wait,
+                    offer=offer, image=image, disk=disk, bid=bid, onstart=onstart,
+                    secrets=list(secret or []), image_cuda=image_cuda)
+    rent_for_up(Store(), name, profile, rental, connected=False, identity=identity, user=None,
+                port=None, ssh_config=None, rate=None, data_dir=data_dir,
+                durable_dir=durable_dir)
 
 
 @app.command("cloud-status")
 def cloud_status(
-    name: Annotated[str, typer.Argument(help="A box made with `rgt rent`.")],
+    name: Annotated[str, typer.Argument(help="A box rented through `rgt up` (Lambda, vast.ai).")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
 ) -> None:
     """What the platform's API says about a rented box's instance, and what it means."""

@@ -12,6 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from rgt.cli import app
+from rgt.cli import cloud_cmd as cloud
 from rgt.cli.console import console, duration, err_console
 from rgt.errors import UserError
 from rgt.lifecycle import audit as audit_mod
@@ -44,9 +45,31 @@ def up(
     data_dir: Annotated[str | None, typer.Option(help="Override the profile's DATA_DIR.")] = None,
     durable_dir: Annotated[str | None, typer.Option(
         help="Override the profile's DURABLE_DIR.")] = None,
+    gpu: cloud.GpuOpt = None,
+    region: cloud.RegionOpt = None,
+    filesystem: cloud.FilesystemOpt = None,
+    ssh_key: cloud.SshKeyOpt = None,
+    wait: cloud.WaitOpt = None,
+    offer: cloud.OfferOpt = None,
+    image: cloud.ImageOpt = None,
+    disk: cloud.DiskOpt = None,
+    bid: cloud.BidOpt = None,
+    onstart: cloud.OnstartOpt = None,
+    secret: cloud.SecretOpt = None,
+    image_cuda: cloud.ImageCudaOpt = None,
 ) -> None:
-    """Register a box you already rented (or this machine) and check that it answers."""
+    """Register a box you rented (--ssh/--host) or this machine, and check that it answers.
+
+    With --profile lambda or vastai and no --ssh/--host: rent one through the API first.
+    """
     store = Store()
+    rental = cloud.Rental(gpu=gpu, region=region, filesystem=filesystem, ssh_key=ssh_key,
+                          wait=wait, offer=offer, image=image, disk=disk, bid=bid,
+                          onstart=onstart, secrets=list(secret or []), image_cuda=image_cuda)
+    if cloud.rent_for_up(store, name, profile, rental, connected=bool(ssh or host),
+                         identity=identity, user=user, port=port, ssh_config=ssh_config,
+                         rate=rate, data_dir=data_dir, durable_dir=durable_dir):
+        return
     target = boxes.ssh_target(ssh, host, port, user, identity, ssh_config)
     box, prof, first = boxes.up(store, name, profile, target, rate=rate, data_dir=data_dir,
                                 durable_dir=durable_dir)
@@ -177,7 +200,8 @@ def _write_through(text: str) -> None:
 
 
 def _render_summary(store: Store, box: str, run_id: str, s: dict) -> None:
-    color = {"succeeded": "green", "running": "cyan", "starting": "cyan"}.get(s["status"], "red")
+    color = {"succeeded": "green", "running": "cyan", "starting": "cyan", "paused": "yellow",
+             "resuming": "yellow"}.get(s["status"], "red")
     lines = [f"status   [bold {color}]{s['status']}[/]"
              + (f"  exit {s['exit_code']}" if s.get("exit_code") is not None else "")
              + (f"  signal {s['signal']}" if s.get("signal") else "")]

@@ -21,6 +21,7 @@ from rgt.transport import Transport
 FAST_FINISH_S = 60  # a training job that ends this fast usually crashed or read no data
 EXIT_PREEMPTED = 85
 PROBE_SAMPLE_S = 30  # rgt.ckpt's documented exit code for "checkpointed on a signal, requeue me"
+RESUME_GRACE_S = 180  # how long a paused run may read "resuming" before it is called vanished
 
 
 def probe(transport: Transport, box: Box, run: Run) -> dict[str, Any]:
@@ -30,12 +31,21 @@ def probe(transport: Transport, box: Box, run: Run) -> dict[str, Any]:
 
 def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
             ) -> dict[str, Any]:
-    """Probe the run on its box, store what changed, return a flat summary."""
+    """Probe the run on its box, store what changed, return a flat summary.
+
+    A platform's `gate` speaks first: while its machine cannot run the job (a preempted vast.ai
+    instance) the run reads "paused" and nothing is probed. Once the machine is back, a paused
+    run whose processes are gone reads "resuming" for RESUME_GRACE_S, the time the platform's
+    restart hook (vast.ai's onstart) has to relaunch it, and only then "vanished".
+    """
     if box.state != "up":
         return {"status": run.status, "exit_code": run.exit_code, "ended": None,
                 "note": "box is down"}
     platform = platform_for(box.profile)
-    if platform is not None and hasattr(platform, "refresh") and run.spec.get("platform_run"):
+    gated = platform.gate(store, box, run) if hasattr(platform, "gate") else None
+    if gated is not None:
+        summary = gated
+    elif platform is not None and hasattr(platform, "refresh") and run.spec.get("platform_run"):
         summary = platform.refresh(store, box, run)
     else:
         own = transport is None
@@ -46,16 +56,27 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
             if own:
                 transport.close()
         summary = summarize(report)
+        if summary["status"] == "vanished" and run.status in ("paused", "resuming"):
+            waited = time.time() - run.updated if run.status == "resuming" else 0.0
+            if waited < RESUME_GRACE_S:
+                summary.update(status="resuming", advice="", causes=[
+                    f"the machine is back; waiting {RESUME_GRACE_S:.0f} s at most for its "
+                    "restart hook (vast.ai onstart) to relaunch the run from its checkpoint"])
+            else:
+                summary["causes"].insert(0, f"the machine came back but nothing relaunched "
+                                            f"the run within {RESUME_GRACE_S:.0f} s: read "
+                                            f"{run.remote_dir}/runner.out and the onstart log")
     if summary["status"] != run.status or summary["exit_code"] != run.exit_code:
         store.update_run(run.id, status=summary["status"], exit_code=summary["exit_code"])
         store.record("status", {"from": run.status, "to": summary["status"],
                                 "exit_code": summary["exit_code"],
                                 "causes": summary.get("causes")}, box=box.name, run=run.id)
-        run.status, run.exit_code = summary["status"], summary["exit_code"]
+        run.status, run.exit_code, run.updated = (summary["status"], summary["exit_code"],
+                                                  time.time())
     # Disk samples feed the trend; one every PROBE_SAMPLE_S is plenty, and it keeps a long
-    # `watch --until-done` from writing a row every poll.
+    # `watch --until-done` from writing a row every poll. A gated summary measured nothing.
     edges = store.edge_events("probe", box.name, run.id)
-    if edges is None or time.time() - edges[1]["at"] >= PROBE_SAMPLE_S:
+    if gated is None and (edges is None or time.time() - edges[1]["at"] >= PROBE_SAMPLE_S):
         store.record("probe", {"disks": summary.get("disks", {})}, box=box.name, run=run.id)
     return summary
 

@@ -30,6 +30,11 @@ What the runner does, and why:
   inode cap (ENOSPC/EDQUOT) yields status ``sync-failed`` with the errno, the path and the AD4/U7
   hint.
 - the log ends with ``[rgt] exit=N status=...``.
+- running it again in the same RUN_DIR (vast.ai's onstart after a container restart or a
+  preemption) is a relaunch: refused while a recorded pid lives, else ``launch`` counts up,
+  state.json is rewritten, the log is appended to (never truncated) and setup runs again, so
+  keep setup idempotent (it may export what the command needs); the job resumes from its
+  checkpoint.
 
 Runner exit code: 0 succeeded; the job's exit code when it failed (128+N when killed by signal
 N); 75 sync-failed; 3 launch refused (this run is already live); 70 runner error.
@@ -588,6 +593,12 @@ class Runner:
         if not os.path.isdir(workdir):
             return self._fail(f"workdir {workdir} does not exist (was the code pushed?)")
         st = self.state
+        if self.previous.get("status") in LIVE_STATUSES:  # passed _acquire: its pids are gone
+            self.log(
+                f"relaunch: launch {self.previous.get('launch')} ended without a record "
+                f"(status {self.previous.get('status')}, its processes gone: a container "
+                "restart, preemption or kill); the log and checkpoints are kept"
+            )
         self.log(
             f"run={st.get('run_id')} launch={st['launch']} host={st['host']} "
             f"runner_pid={os.getpid()} starting in {workdir}"

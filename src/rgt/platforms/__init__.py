@@ -29,7 +29,14 @@ class Platform(Protocol):
         """Start a run the platform's way (e.g. sbatch) instead of the detached runner."""
 
     def refresh(self, store: Any, box: Any, run: Any) -> dict[str, Any]:
-        """The run's state from the platform (squeue/sacct, instance status …)."""
+        """The state of a run the platform launched (`launch`): squeue/sacct instead of a probe."""
+
+    def gate(self, store: Any, box: Any, run: Any) -> dict[str, Any] | None:
+        """Asked by `rgt watch` before anything else: None when the box can be probed as usual,
+        else the run's summary (the keys of `rgt.lifecycle.watch.summarize`) while the machine
+        cannot run it, e.g. a preempted vast.ai instance → status "paused" with the cause.
+        Never a terminal status for a run that may go on: once the machine is back, the probe
+        (and the platform's restart hook) take over again."""
 
 
 def platform_for(profile: str) -> Platform | None:

@@ -308,8 +308,8 @@ def instance_status(box: Box) -> dict[str, Any]:
 def _instance_id(box: Box) -> str:
     instance_id = box.extra.get("instance_id")
     if not instance_id:
-        raise UserError(f"box {box.name!r} has no Lambda instance id (registered with `rgt up`, "
-                        "not `rgt rent`): terminate it in the console")
+        raise UserError(f"box {box.name!r} has no Lambda instance id (registered by hand with "
+                        "`rgt up --ssh`, not rented by rgt): terminate it in the console")
     return str(instance_id)
 
 
@@ -320,10 +320,10 @@ class LambdaPlatform:
 
     def stop_meter(self, store: Store, box: Box) -> str:
         if not box.extra.get("instance_id"):  # registered by hand with `rgt up`: no API id
-            return ("rgt has no Lambda instance id for this box (it was registered with `rgt up`"
-                    ", not `rgt rent`): terminate it yourself in the console or with POST "
-                    "/instance-operations/terminate — never an in-box shutdown (LAM3); it bills "
-                    "until then")
+            return ("rgt has no Lambda instance id for this box (it was registered by hand "
+                    "with `rgt up --ssh`, not rented by rgt): terminate it yourself in the "
+                    "console or with POST /instance-operations/terminate — never an in-box "
+                    "shutdown (LAM3); it bills until then")
         instance_id = _instance_id(box)
         poll_s = poll_interval()
         with client() as api:

@@ -17,6 +17,8 @@ A marketplace of third-party hosts, and what this module does about it:
   `status_msg` (VAST13) and reads the real SSH host:port from the API (VAST6).
 - `vast_status` turns the instance's state machine into what it means: preempted shows as paused
   (VAST4), a stuck Scheduling as VAST3 with its fix, Offline as VAST7, stopped as VAST1.
+  `rgt watch` asks it before probing over SSH (`watch_gate`): a run on an instance that is not
+  running reads "paused" with that cause, and resumes being probed once the instance runs.
 - `VastPlatform.stop_meter` destroys: the only verb that stops the whole meter. `rgt down` calls
   it only after the Iron Law. A plain stop is never offered as a saving: its disk keeps billing.
 
@@ -470,23 +472,62 @@ def set_state(box: Box, state: str) -> str:
 def _instance_id(box: Box) -> int:
     instance_id = box.extra.get("instance_id")
     if not instance_id:
-        raise UserError(f"box {box.name!r} has no vast.ai instance id (registered with `rgt up`, "
-                        "not `rgt rent`): destroy it in the console")
+        raise UserError(f"box {box.name!r} has no vast.ai instance id (registered by hand with "
+                        "`rgt up --ssh`, not rented by rgt): destroy it in the console")
     return int(instance_id)
+
+
+# watch -------------------------------------------------------------------------------------
+
+def watch_gate(store: Store, box: Box, run: Any) -> dict[str, Any] | None:
+    """What `rgt watch` shows while the instance cannot run the job; None when it can (probe).
+
+    A preempted, scheduling, loading, stopped or offline instance has no processes to probe:
+    the run reads "paused" with the instance's state, gotcha and fix as its cause, and is never
+    stored as ended. Once the instance runs again the onstart hook relaunches the run and the
+    usual SSH probe takes over. A destroyed instance took the run's disk with it: "vanished".
+    """
+    from rgt.lifecycle.watch import summarize  # the lifecycle imports platforms: keep it lazy
+    from rgt.store import TERMINAL
+
+    if not box.extra.get("instance_id"):
+        return None  # registered by hand: no instance to ask about
+    try:
+        status = instance_status(store, box)
+    except UserError:
+        return None  # the API is unreachable or the key unset: SSH may still answer
+    if status["state"] == "running":
+        return None
+    msg = f": {status['status_msg']}" if status.get("status_msg") else ""
+    gotcha = f" ({status['gotcha']})" if status.get("gotcha") else ""
+    cause = f"vast.ai instance {status['instance_id']} is {status['state']}{gotcha}{msg}"
+    if run.status in TERMINAL:
+        run_status = run.status  # it ended before the instance stopped; that stays true
+    elif status["state"] == "gone":
+        run_status = "vanished"
+    else:
+        run_status = "paused"
+    return {**summarize({}), "status": run_status, "exit_code": run.exit_code,
+            "causes": [cause], "advice": status["advice"]}
 
 
 # teardown ----------------------------------------------------------------------------------
 
 class VastPlatform:
-    """The Platform hook for `rgt down`: destroy (the only full meter stop), then confirm."""
+    """The Platform hooks: `gate` for `rgt watch` (the instance's state before any SSH probe)
+    and `stop_meter` for `rgt down` (destroy, the only full meter stop, then confirm)."""
 
     confirm_s: float = 120
 
+    def gate(self, store: Store, box: Box, run: Any) -> dict[str, Any] | None:
+        return watch_gate(store, box, run)
+
     def stop_meter(self, store: Store, box: Box) -> str:
         if not box.extra.get("instance_id"):  # registered by hand with `rgt up`: no API id
-            return ("rgt has no vast.ai instance id for this box (it was registered with `rgt up`"
-                    ", not `rgt rent`): destroy it yourself (vastai destroy instance ID) — a "
-                    "stop keeps billing the disk (VAST1); it bills until then")
+            return ("rgt has no vast.ai instance id for this box (it was registered by hand "
+                    "with `rgt up --ssh`, not rented by rgt): destroy it yourself (vastai "
+                    "destroy instance ID) — a stop keeps billing the disk (VAST1); it bills "
+                    "until then")
         instance_id = _instance_id(box)
         poll_s = poll_interval()
         with client() as api:

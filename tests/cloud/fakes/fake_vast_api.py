@@ -65,6 +65,24 @@ class FakeVast(FakeApi):
         self.destroy_polls = 1  # listings during which a destroyed instance still shows
         self._ids = itertools.count(9000001)
 
+    # state changes the host makes, not the client (docs.vast.ai: instance states) -----------
+
+    def preempt(self, instance_id: int, msg: str = "outbid: a higher bid took the GPU") -> None:
+        """An interruptible instance loses its GPU: the container stops, the disk stays, and
+        vast.ai still intends it to run (it restarts when the GPU frees)."""
+        self.instances[instance_id].update(_boot=[], actual_status="exited",
+                                           intended_status="running", cur_state="stopped",
+                                           status_msg=msg)
+
+    def resume(self, instance_id: int) -> None:
+        """The GPU is free again: the container starts (and runs its onstart script)."""
+        self.instances[instance_id].update(_boot=[], actual_status="running",
+                                           intended_status="running", cur_state="running",
+                                           status_msg="success, running")
+
+    def set_state(self, instance_id: int, **fields: Any) -> None:
+        self.instances[instance_id].update(_boot=[], **fields)
+
     def unauthorized(self) -> tuple[int, Any]:
         return 401, {"success": False, "error": "invalid_user",
                      "msg": "Invalid user key or missing Authorization header."}
