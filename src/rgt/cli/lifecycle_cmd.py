@@ -103,6 +103,8 @@ def audit(name: BoxArg) -> None:
     console.print(f"gpus {escape(_compact(report.get('gpus')))}")
     console.print(f"python {escape(str(python.get('python')))}  torch "
                   f"{escape(str(python.get('torch')))}  cuda {python.get('cuda_available')}")
+    if report.get("scheduler"):
+        _render_scheduler(name, report["scheduler"])
     failed = False
     for verdict in report.get("verdicts", []):
         level = verdict.get("level", "ok")
@@ -112,6 +114,24 @@ def audit(name: BoxArg) -> None:
                       f"{escape(verdict.get('message', ''))}")
     if failed:
         raise typer.Exit(1)
+
+
+def _render_scheduler(name: str, sched: dict) -> None:
+    table = Table(title=f"{name}: partitions", title_justify="left")
+    for column in ("partition", "state", "time limit", "nodes", "cpus/node", "mem/node",
+                   "gpus/node", "limits"):
+        table.add_column(column, overflow="fold")
+    for p in sched.get("partitions") or []:
+        table.add_row(escape(p["name"] + (" (default)" if p["default"] else "")),
+                      escape(p["avail"]), escape(p["time_limit"]), str(p["nodes"] or "?"),
+                      escape(p["cpus_per_node"]), escape(p["mem_mb_per_node"]) + " MB",
+                      escape(p["gres"] or "0"), escape(_compact(p.get("limits"))))
+    console.print(table)
+    for assoc in sched.get("associations") or []:
+        console.print(f"limits for you: {escape(_compact(assoc))}")
+    for fs in sched.get("filesystems") or []:
+        where = "[green]shared[/]" if fs["shared"] else "[yellow]node-local[/]"
+        console.print(f"{escape(fs['path'])}: {escape(fs['fstype'])} {where}")
 
 
 def _gb(value) -> str:
@@ -150,6 +170,9 @@ def run_cmd(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the batch script the "
                                                             "platform would submit; submit "
                                                             "nothing (Slurm).")] = False,
+    after: Annotated[str | None, typer.Option(
+        "--after", help="Start only once this earlier run (id or prefix) succeeded: chains "
+                        "stages (Slurm --dependency=afterok).")] = None,
 ) -> None:
     """Push the workdir, send secrets on stdin, and start the job detached. Prints the run id."""
     store = Store()
@@ -160,12 +183,15 @@ def run_cmd(
         if platform is None or not hasattr(platform, "render"):
             raise UserError(f"--dry-run shows a scheduler's batch script; {box.profile} boxes "
                             "run the job under the on-box runner as written in the spec")
-        print(platform.render(box, spec, launch.new_run_id(spec.name)))
+        dependency = platform.dependency_on(store.run(box.name, after)) if after else None
+        print(platform.render(box, spec, launch.new_run_id(spec.name), dependency=dependency))
         return
-    run, notes = launch.launch(store, name, spec)
+    run, notes = launch.launch(store, name, spec, after=after)
     for note in notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
-    console.print(f"[green]✓[/] started run [bold]{run.id}[/] on {name} "
+    cells = (run.spec.get("platform_run") or {}).get("cells")
+    what = f"a sweep of {cells} cells" if cells else "run"
+    console.print(f"[green]✓[/] started {what} [bold]{run.id}[/] on {name} "
                   f"({run.spec['detach']}); it survives this terminal closing")
     console.print(f"Watch: [bold]rgt watch {name} --follow[/]")
     print(run.id)
@@ -228,19 +254,25 @@ def _render_summary(store: Store, box: str, run_id: str, s: dict) -> None:
 
 @app.command()
 def logs(name: BoxArg, run_id: RunArg = None,
-         tail: Annotated[int | None, typer.Option("--tail", "-n", help="Last N lines.")] = None
+         tail: Annotated[int | None, typer.Option("--tail", "-n", help="Last N lines.")] = None,
+         cell: Annotated[int | None, typer.Option(help="A sweep's cell (default: every cell, "
+                                                       "each under a header).")] = None,
          ) -> None:
     """Print the run's log (stdout and stderr, unbuffered)."""
     store = Store()
     box = store.box(name)
-    sys.stdout.write(watch_mod.read_log(box, store.run(box.name, run_id), tail))
+    sys.stdout.write(watch_mod.read_log(box, store.run(box.name, run_id), tail, cell))
 
 
 @app.command()
 def pull(name: BoxArg, run_id: RunArg = None,
-         dest: Annotated[Path | None, typer.Option(help="Local directory.")] = None) -> None:
+         dest: Annotated[Path | None, typer.Option(help="Local directory.")] = None,
+         from_scratch: Annotated[bool, typer.Option(
+             "--from-scratch", help="Fetch the outputs from the run's workdir, for a run whose "
+                                    "copy to the durable tier failed (sync-failed).")] = False,
+         ) -> None:
     """Fetch the run's outputs and checkpoints, re-hash them here, load every checkpoint."""
-    report = pull_mod.pull(Store(), name, run_id, dest)
+    report = pull_mod.pull(Store(), name, run_id, dest, from_scratch=from_scratch)
     where = dest or pull_mod.default_dest(name, report["run"])
     if report["ok"]:
         console.print(f"[green]✓ verified[/] {len(report['files'])} files in {escape(str(where))} "
@@ -299,10 +331,14 @@ def ls_cmd(
                                                    "minutes (GEN1).")
                           ] = money.IDLE_WARNING_S / 60,
 ) -> None:
-    """Every box: state, up-time, money spent, live runs, and the clocks that are running."""
+    """Every box: state, up-time, money spent, live runs, and the clocks that are running.
+
+    On Slurm the meter is walltime, so `spent` shows the walltime the runs used (as of the
+    last watch) instead of dollars.
+    """
     store = Store()
     table = Table(title="Boxes", title_justify="left")
-    for column in ("box", "profile", "state", "up", "spent", "runs", "warnings"):
+    for column in ("box", "profile", "instance", "state", "up", "spent", "runs", "warnings"):
         table.add_column(column, overflow="fold")
     for line in money.box_lines(store):
         if line.box.state == "down" and not all_boxes and not line.still_billing:
@@ -312,8 +348,11 @@ def ls_cmd(
             warnings.insert(0, f"[bold red]idle {duration(line.idle_s)} with no live run (GEN1)[/]")
         warnings += [f"[yellow]still billing: {escape(b)}[/]" for b in line.still_billing]
         spent = f"${line.spent:.2f}" if line.spent is not None else "-"
-        table.add_row(line.box.name, line.box.profile, line.box.state, duration(line.uptime_s),
-                      spent, str(line.live_runs), "\n".join(warnings))
+        if line.walltime_s is not None:
+            spent = f"{duration(line.walltime_s)} walltime"
+        instance = str(line.box.extra.get("instance_id") or "-")
+        table.add_row(line.box.name, line.box.profile, instance, line.box.state,
+                      duration(line.uptime_s), spent, str(line.live_runs), "\n".join(warnings))
     if not table.rows:
         console.print("No boxes yet. Try [bold]rgt demo[/], or register one with [bold]rgt up[/].")
         return

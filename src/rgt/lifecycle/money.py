@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from rgt.profiles import load_profile
-from rgt.store import Box, Store
+from rgt.store import LIVE, Box, Store
 
 IDLE_WARNING_S = 30 * 60  # GEN1: the forgotten box
 
@@ -31,7 +31,7 @@ def box_lines(store: Store, now: float | None = None) -> list[BoxLine]:
         uptime = end - box.created
         spent = box.rate * uptime / 3600 if box.rate is not None else None
         runs = store.runs(box.name)
-        live = [r for r in runs if r.status in ("starting", "running")]
+        live = [r for r in runs if r.status in LIVE]
         profile = load_profile(box.profile)
         clocks = []
         if box.state == "up":

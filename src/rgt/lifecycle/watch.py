@@ -180,9 +180,10 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
     while True:
         transport = transport_for(box)
         try:
-            chunk = transport.run(f"tail -c +{offset + 1} {log} 2>/dev/null", check=False,
-                                  timeout=30).stdout
+            # the platform speaks first: a paused instance has no log to read over SSH
             summary = refresh(store, box, run, transport)
+            chunk = "" if summary["status"] == "paused" else transport.run(
+                f"tail -c +{offset + 1} {log} 2>/dev/null", check=False, timeout=30).stdout
         except UserError:
             chunk, summary = "", {"status": "unreachable"}
         finally:
@@ -199,14 +200,26 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
             time.sleep(poll_s)
 
 
-def read_log(box: Box, run: Run, lines: int | None = None) -> str:
+def read_log(box: Box, run: Run, lines: int | None = None, cell: int | None = None) -> str:
+    """The run's log; for a sweep, one cell's log, or every cell's with a header each."""
+    info = run.spec.get("platform_run") or {}
+    cells = info.get("cells") or 0
+    if cell is not None and not 0 <= cell < cells:
+        raise UserError(f"run {run.id} has no cell {cell}"
+                        + (f" (cells 0-{cells - 1})" if cells else " (it is not a sweep)"))
+    if cells:
+        chosen = [cell] if cell is not None else range(cells)
+        paths = [str(info["log"]).replace("%a", str(i)) for i in chosen]
+    else:
+        paths = [f"{run.remote_dir}/log"]
+    quoted = " ".join(shlex.quote(p) for p in paths)
+    # tail prints "==> file <==" between files, which is what tells the cells apart
+    command = f"tail -n {int(lines)} {quoted}" if lines else f"tail -n +1 {quoted}"
     transport = transport_for(box)
     try:
-        log = shlex.quote(f"{run.remote_dir}/log")
-        command = f"tail -n {int(lines)} {log}" if lines else f"cat {log}"
         result = transport.run(command, check=False, timeout=60)
     finally:
         transport.close()
-    if not result.ok:
+    if not result.ok and not result.stdout:
         raise UserError(f"no log yet for run {run.id} on {box.name}")
     return result.stdout

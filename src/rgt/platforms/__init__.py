@@ -28,6 +28,13 @@ class Platform(Protocol):
     def launch(self, store: Any, box: Any, spec: Any, run_id: str) -> Any:
         """Start a run the platform's way (e.g. sbatch) instead of the detached runner."""
 
+    def dependency_on(self, earlier: Any) -> str:
+        """The scheduler option that starts a run once `earlier` succeeded (`rgt run --after`);
+        having it also means the platform runs sweeps (`grid`) as one job array."""
+
+    def audit(self, transport: Any, box: Any) -> dict[str, Any]:
+        """What `rgt audit` adds for this platform (partitions, limits …), with verdicts."""
+
     def refresh(self, store: Any, box: Any, run: Any) -> dict[str, Any]:
         """The state of a run the platform launched (`launch`): squeue/sacct instead of a probe."""
 
