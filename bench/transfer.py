@@ -1,11 +1,17 @@
-"""Push benchmark: rgt's `put` vs plain `rsync -a` vs `scp -r`, over a loopback sshd.
+"""Push benchmark: rgt's `put` vs plain `rsync -a` vs `scp -r`, to an sshd across a real link.
 
 One run, one table. The tree is one big file plus many small ones, pushed to a fresh remote
 directory by each tool in turn; then rgt pushes it again with every connection killed about
 half-way, and we compare the bytes that resumed push sent with a clean push.
 
-    python bench/transfer.py                       # 1 GiB + 20,000 small files (needs root)
-    python bench/transfer.py --big-mb 200 --small 5000
+By default the sshd runs in a network namespace of its own, reached over a link with a 20 ms
+round trip and 1 Gbit/s each way (bench/netlink.py): what a user pushing to a rented box sees.
+Loopback hides the cost of every per-file round trip, which is where the tools differ most.
+
+    python bench/transfer.py                        # 1 GiB + 2,000 small files, RTT 20 ms
+    python bench/transfer.py --rtt-ms 40 --rate-mbit 200
+    python bench/transfer.py --small 20000          # the full tree: scp -r alone takes ~30 min
+    python bench/transfer.py --loopback             # the old measurement: 1 GiB + 20,000 files
 
 Targets: rgt within 1.05x of rsync's time, at least 5x faster than scp -r, and a resumed
 push sending at most 10% more bytes than a clean one.
@@ -17,6 +23,8 @@ import argparse
 import os
 import shlex
 import shutil
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,10 +34,56 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from sshd import SshServer, unavailable  # noqa: E402
+from netlink import SlowLink  # noqa: E402
+from sshd import SSHD, SshServer, unavailable  # noqa: E402
 
-from rgt.transport import SshTransport  # noqa: E402
+from rgt.transport import SshTarget, SshTransport  # noqa: E402
 from rgt.transport.rsync import tree_size  # noqa: E402
+
+
+class NetnsSshServer(SshServer):
+    """tests/sshd.py's server, run inside `link`'s network namespace on its far address."""
+
+    def __init__(self, workdir: Path, link: SlowLink) -> None:
+        self.link = link
+        super().__init__(workdir, port=22)  # a namespace of its own: no port is taken there
+
+    @property
+    def host(self) -> str:
+        return self.link.remote_ip
+
+    @property
+    def target(self) -> SshTarget:
+        return SshTarget(self.host, port=self.port, user="root", identity=self.client_key)
+
+    def _write_config(self) -> None:
+        super()._write_config()
+        text = self.config.read_text().replace("ListenAddress 127.0.0.1",
+                                               f"ListenAddress {self.host}")
+        self.config.write_text(text)
+
+    def start(self, timeout: float = 10) -> NetnsSshServer:
+        if self.proc is not None and self.proc.poll() is None:
+            return self
+        Path("/run/sshd").mkdir(mode=0o755, parents=True, exist_ok=True)
+        self._write_config()
+        with open(self.log, "ab") as log:  # `ip netns exec` execs sshd: proc is sshd itself
+            self.proc = subprocess.Popen(
+                [*self.link.netns_exec, SSHD, "-D", "-e", "-f", str(self.config)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sshd exited with {self.proc.returncode}: {self.log_tail()}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=2) as s:
+                    if s.recv(64).startswith(b"SSH-"):
+                        return self
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"sshd did not accept on {self.host}:{self.port}: {self.log_tail()}")
 
 
 def make_tree(root: Path, big_mb: int, small: int, small_bytes: int) -> None:
@@ -68,46 +122,70 @@ def fresh(dest: Path) -> Path:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--loopback", action="store_true",
+                    help="the old measurement: sshd on 127.0.0.1, no delay, no rate limit")
+    ap.add_argument("--rtt-ms", type=float, default=20.0, help="round-trip time of the link")
+    ap.add_argument("--rate-mbit", type=float, default=1000.0, help="link rate, each way")
     ap.add_argument("--big-mb", type=int, default=1024, help="size of the big file (MiB)")
-    ap.add_argument("--small", type=int, default=20_000, help="number of small files")
+    ap.add_argument("--small", type=int, default=None,
+                    help="number of small files (default: 20,000 on loopback, 2,000 on the "
+                         "link, where scp -r needs ~4 round trips per file)")
     ap.add_argument("--small-bytes", type=int, default=2048, help="size of each small file")
-    ap.add_argument("--repeat", type=int, default=2, help="best of N for rgt and rsync")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of rgt and rsync (median)")
+    ap.add_argument("--scp-repeat", type=int, default=1, help="runs of scp -r (median)")
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()
+    if args.small is None:
+        args.small = 20_000 if args.loopback else 2_000
     if (reason := unavailable()) is not None:
         print(f"cannot run: {reason}", file=sys.stderr)
         return 2
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="rgt-bench-"))
     src, dest = work / "src", work / "dest"
-    print(f"building {args.big_mb} MiB + {args.small} x {args.small_bytes} B under {work} ...")
+    print(f"building {args.big_mb} MiB + {args.small} x {args.small_bytes} B under {work} ...",
+          flush=True)
     make_tree(src, args.big_mb, args.small, args.small_bytes)
     total = tree_size(src)
-    server = SshServer(work / "sshd").start()
-    transport = SshTransport(server.target, known_hosts=server.known_hosts)
+    link: SlowLink | None = None
+    server: SshServer | None = None
+    transport: SshTransport | None = None
     try:
+        if args.loopback:
+            server = SshServer(work / "sshd").start()
+            where = "loopback sshd on 127.0.0.1 (no delay, no rate limit)"
+        else:
+            link = SlowLink(rtt_ms=args.rtt_ms, rate_mbit=args.rate_mbit).start()
+            server = NetnsSshServer(work / "sshd", link).start()
+            where = link.describe()
+        host = server.target.host
+        print(f"link: {where}", flush=True)
+        transport = SshTransport(server.target, known_hosts=server.known_hosts)
         transport.run("true")  # first contact: record the host key, open the master
         port = str(server.port)
         ssh_opts = plain_ssh(server)
         rsync_e = shlex.join(["ssh", "-p", port, *ssh_opts])
         gcm_e = shlex.join(["ssh", "-p", port, "-c", "aes128-gcm@openssh.com", *ssh_opts])
-        dst = f"root@127.0.0.1:{dest}/"
+        dst = f"root@{host}:{dest}/"
 
-        results: dict[str, float] = {}
+        runs: dict[str, list[float]] = {}
         clean_bytes = 0
-        for _ in range(args.repeat):
+        for i in range(args.repeat):
             fresh(dest)
             stats = transport.put(src, str(dest))
             clean_bytes = stats.bytes_sent
-            results["rgt put"] = min(results.get("rgt put", 1e9), stats.seconds)
+            runs.setdefault("rgt put", []).append(stats.seconds)
             for label, e in (("rsync -a", rsync_e), ("rsync -a (aes128-gcm)", gcm_e)):
                 fresh(dest)
                 seconds = timed(["rsync", "-a", "-e", e, f"{src}/", dst])
-                results[label] = min(results.get(label, 1e9), seconds)
-        fresh(dest)
-        results["scp -r"] = timed(
-            ["scp", "-q", "-r", "-P", port, *ssh_opts, str(src), f"root@127.0.0.1:{dest}"]
-        )
+                runs.setdefault(label, []).append(seconds)
+            print(f"  run {i + 1}/{args.repeat}: " + ", ".join(
+                f"{k} {v[-1]:.2f}s" for k, v in runs.items()), flush=True)
+        for _ in range(args.scp_repeat):
+            fresh(dest)
+            runs.setdefault("scp -r", []).append(timed(
+                ["scp", "-q", "-r", "-P", port, *ssh_opts, str(src), f"root@{host}:{dest}"]))
+            print(f"  scp -r {runs['scp -r'][-1]:.2f}s", flush=True)
 
         # Resume: cut every connection once half of the tree has arrived.
         fresh(dest)
@@ -125,18 +203,25 @@ def main() -> int:
         resumed = transport.put(src, str(dest))
         assert cut.is_set(), "the kill did not land before the push finished"
     finally:
-        transport.close()
-        server.stop()
+        if transport is not None:
+            transport.close()
+        if server is not None:
+            server.stop()
+        if link is not None:
+            link.stop()
         shutil.rmtree(work, ignore_errors=True)
 
+    results = {k: statistics.median(v) for k, v in runs.items()}
     best_rsync = min(v for k, v in results.items() if k.startswith("rsync"))
     rgt = results["rgt put"]
     mb = total / 1e6
-    print(f"\ntree: {mb:,.0f} MB in {args.small + 1:,} files; loopback sshd; best of "
-          f"{args.repeat} for rgt/rsync, 1 run for scp\n")
-    print(f"{'tool':<24}{'seconds':>9}{'MB/s':>9}{'vs rgt':>9}")
+    print(f"\ntree: {mb:,.0f} MB in {args.small + 1:,} files ({args.big_mb} MiB + "
+          f"{args.small:,} x {args.small_bytes} B); {where}; median of {args.repeat} for "
+          f"rgt/rsync, of {args.scp_repeat} for scp; {os.cpu_count()} CPUs\n")
+    print(f"{'tool':<24}{'median s':>9}{'MB/s':>9}{'vs rgt':>9}  runs (s)")
     for label, seconds in results.items():
-        print(f"{label:<24}{seconds:>9.2f}{mb / seconds:>9.0f}{seconds / rgt:>8.2f}x")
+        each = ", ".join(f"{x:.2f}" for x in runs[label])
+        print(f"{label:<24}{seconds:>9.2f}{mb / seconds:>9.0f}{seconds / rgt:>8.2f}x  {each}")
     print(f"\nrgt / best rsync   = {rgt / best_rsync:.3f}   (target <= 1.05)")
     print(f"scp -r / rgt       = {results['scp -r'] / rgt:.2f}    (target >= 5)")
     print(f"resumed push       = {resumed.attempts} attempts, {resumed.bytes_sent:,} bytes sent, "
