@@ -30,10 +30,12 @@ def payload(step):
 ck = Checkpointer(sys.argv[1], keep_last=2, keep_best=1, format="pickle")
 loaded = ck.load_latest()
 step = loaded.step + 1 if loaded else 0
-print("ready", step, flush=True)
+# One write per line: under PYTHONUNBUFFERED=1 print() writes each argument separately, and a
+# kill between "saved" and its step number would leave a line the parent cannot parse.
+sys.stdout.write(f"ready {step}\n"); sys.stdout.flush()
 while True:
     ck.save({"step": step, "payload": payload(step)}, step, metric=float(step * 7919 % 101))
-    print("saved", step, flush=True)
+    sys.stdout.write(f"saved {step}\n"); sys.stdout.flush()
     step += 1
 """
 
