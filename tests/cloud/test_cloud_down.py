@@ -43,3 +43,27 @@ def test_destroy_refused_without_evidence_then_confirmed(vast_api, sshd_server, 
     assert vast_api.instances[9000001]["_destroyed_after"] == 0  # confirmed gone from listing
     listing = rgt_cli("ls", "--all")
     assert "down" in listing.stdout
+
+
+def test_discarding_a_paused_instance_destroys_it_without_ssh(vast_api, sshd_server, tmp_path):
+    """A preempted container answers no SSH: giving its run up must still reach destroy."""
+    vast_api.offers = [offer(103, dph=0.2)]
+    vast_api.ssh_port = sshd_server.port
+    rent = rgt_cli("up", "p", "--profile", "vastai", "--offer", "103", "--image", IMAGE,
+                   "--disk", "20", "--identity", str(sshd_server.client_key),
+                   "--data-dir", str(tmp_path / "workspace"))
+    assert rent.returncode == 0, rent.stderr
+    run = rgt_cli("run", "p", str(write_job(tmp_path / "job", run="sleep 300")))
+    assert run.returncode == 0, run.stderr
+    run_id = run.stdout.strip().splitlines()[-1]
+    vast_api.preempt(9000001)
+    sshd_server.stop()  # the container is stopped: nothing answers on its port
+    assert "paused" in rgt_cli("watch", "p", run_id).stdout
+
+    refused = rgt_cli("down", "p", "--yes")
+    assert refused.returncode == 3 and "still paused" in refused.stderr, refused.stderr
+    assert not vast_api.calls("DELETE")
+    down = rgt_cli("down", "p", "--discard-results", input="p\n")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "destroyed vast.ai instance 9000001" in down.stdout
+    assert vast_api.calls("DELETE", "/instances/9000001")

@@ -42,11 +42,13 @@ class DownPlan:
 
     def _tiers(self, kept: bool) -> list[str]:
         stop = self.profile.meter_stop.name
-        return [f"{t.name} ({self._path(t.path)})" for t in self.profile.storage.tiers
-                if (t.survives.get(stop) is True) == kept]
+        return [t.name + (f" ({path})" if (path := self._path(t.path)) else "")
+                for t in self.profile.storage.tiers if (t.survives.get(stop) is True) == kept]
 
     def _path(self, template: str) -> str:
-        return template.replace("{RGT_HOME}", str(rgt_home())).replace("{box}", self.box.name)
+        """The tier's path on this box; empty where the profile leaves a blank to fill in."""
+        path = template.replace("{RGT_HOME}", str(rgt_home())).replace("{box}", self.box.name)
+        return "" if "{" in path or "<" in path else path
 
     @property
     def lost_tiers(self) -> list[str]:
@@ -58,8 +60,8 @@ class DownPlan:
 
     @property
     def still_billing(self) -> list[str]:
-        return [" ".join(x for x in (b.what, b.rate and f"at {b.rate}",
-                                     b.until and f"until {b.until}") if x)
+        return [" ".join(x for x in (b.what, b.rate and f"— {b.rate},",
+                                     b.until and f"until {b.until}") if x).rstrip(",")
                 for b in self.profile.meter_stop.keeps_billing]
 
     @property
@@ -154,16 +156,28 @@ def execute_down(store: Store, plan: DownPlan, *, discarded: bool) -> str:
 
 
 def _stop_live_runs(store: Store, box: Box) -> None:
-    transport = transport_for(box)
+    """SIGTERM the given-up runs' process groups where the box answers; mark them cancelled.
+
+    A paused run (e.g. a preempted vast.ai container) has no processes, and a box that stopped
+    answering cannot be asked: the meter-stop verb that follows ends them either way.
+    """
+    runs = [r for r in store.runs(box.name)
+            if r.status in LIVE and not r.spec.get("platform_run")]  # those: stop_meter
+    transport = transport_for(box) if any(r.status != "paused" for r in runs) else None
     try:
-        for run in store.runs(box.name):
-            if run.status in LIVE and not run.spec.get("platform_run"):  # those: stop_meter
+        for run in runs:
+            if transport is not None and run.status != "paused":
                 state_file = shlex.quote(f"{run.remote_dir}/state.json")
-                transport.run(
-                    f"pid=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))"
-                    f".get(\"pid\") or \"\")' {state_file}); "
-                    f"[ -n \"$pid\" ] && kill -TERM -- -$pid 2>/dev/null; true",
-                    check=False, timeout=30)
-                store.update_run(run.id, status="cancelled")
+                try:
+                    transport.run(
+                        f"pid=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))"
+                        f".get(\"pid\") or \"\")' {state_file}); "
+                        f"[ -n \"$pid\" ] && kill -TERM -- -$pid 2>/dev/null; true",
+                        check=False, timeout=30)
+                except UserError:
+                    transport.close()
+                    transport = None  # gone quiet: do not wait on it for every run
+            store.update_run(run.id, status="cancelled")
     finally:
-        transport.close()
+        if transport is not None:
+            transport.close()
