@@ -40,10 +40,7 @@ def run_local(argv: Sequence[str], *, stdin: bytes | None, timeout: float) -> tu
         )
         try:
             out, _ = proc.communicate(stdin, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            raise
-        except BaseException:
+        except BaseException:  # TimeoutExpired included: the caller turns it into its error
             _kill_group(proc)
             raise
         err.seek(0)
