@@ -50,6 +50,12 @@ def _one_line(text: str, limit: int = 300) -> str:
     return flat if len(flat) <= limit else "..." + flat[-limit:]
 
 
+def _first_line(command: str) -> str:
+    """How a command is named in a message: its first line (the rest may be a long script)."""
+    stripped = command.strip()
+    return stripped.splitlines()[0] if stripped else "(empty command)"
+
+
 class TransportError(UserError):
     """A command or transfer on a box failed.
 
@@ -72,14 +78,20 @@ class TransportError(UserError):
 
     @classmethod
     def command_failed(cls, where: str, command: str, rc: int, stderr: str) -> TransportError:
-        first = command.strip().splitlines()[0] if command.strip() else "(empty command)"
         tail = _one_line(stderr)
-        message = f"`{first}` on {where} exited with code {rc}" + (f": {tail}" if tail else "")
+        message = f"`{_first_line(command)}` on {where} exited with code {rc}" + (
+            f": {tail}" if tail else ""
+        )
         return cls(message, rc=rc, command=command, stderr=stderr)
 
 
 class CommandTimeout(TransportError):
     """A command ran past its timeout; rgt stopped waiting for it."""
+
+    @classmethod
+    def after(cls, where: str, command: str, timeout: float, note: str = "") -> CommandTimeout:
+        message = f"`{_first_line(command)}` on {where} did not finish within {timeout:g}s"
+        return cls(message + (f" ({note})" if note else ""), command=command)
 
 
 class Unreachable(TransportError):

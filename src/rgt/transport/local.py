@@ -71,10 +71,7 @@ class LocalTransport:
         try:
             rc, out, err = run_local(["bash", "-c", command], stdin=stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise CommandTimeout(
-                f"`{_first_line(command)}` on {self.where} did not finish within {timeout:g}s",
-                command=command,
-            ) from None
+            raise CommandTimeout.after(self.where, command, timeout) from None
         result = Result(rc, out, err)
         if check and not result.ok:
             raise TransportError.command_failed(self.where, command, rc, err)
@@ -154,8 +151,3 @@ def _make_dir(path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TransportError(f"cannot create directory {path}: {exc.strerror}") from None
-
-
-def _first_line(command: str) -> str:
-    stripped = command.strip()
-    return stripped.splitlines()[0] if stripped else "(empty command)"

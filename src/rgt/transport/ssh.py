@@ -274,10 +274,8 @@ class SshTransport:
             try:
                 rc, out, err = run_local(argv, stdin=stdin, timeout=timeout)
             except subprocess.TimeoutExpired:
-                raise CommandTimeout(
-                    f"`{_first_line(command)}` on {self.where} did not finish within "
-                    f"{timeout:g}s (it may still be running on the box)",
-                    command=command,
+                raise CommandTimeout.after(
+                    self.where, command, timeout, "it may still be running on the box"
                 ) from None
             if rc == 255 and attempt == 1 and any(m in err for m in _MUX_FAILURE):
                 self.close()  # a master whose link died; the next ssh builds a fresh one
@@ -470,8 +468,3 @@ def _remote_path(path: str) -> str:
     if not path:
         raise UserError("empty remote path")
     return path
-
-
-def _first_line(command: str) -> str:
-    stripped = command.strip()
-    return stripped.splitlines()[0] if stripped else "(empty command)"
