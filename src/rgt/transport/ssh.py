@@ -35,7 +35,7 @@ from rgt.transport.base import (
     Unreachable,
     _one_line,
 )
-from rgt.transport.local import _make_dir, run_local
+from rgt.transport.local import _make_dir, _source, run_local
 from rgt.transport.rsync import rsync_argv, rsync_transfer, tree_size
 
 CONTROL_PERSIST = 60
@@ -306,11 +306,10 @@ class SshTransport:
         if not local.exists():
             raise TransportError(f"cannot push {local}: it does not exist")
         remote = _remote_path(remote)
-        source = str(local) + "/" if local.is_dir() else str(local)
         # mkdir rides in the same ssh session as rsync, so it is retried with each attempt.
         mkdir = f"--rsync-path=mkdir -p {shlex.quote(remote)} && rsync"
         argv = rsync_argv(
-            source, f"{self._rsync_host}:{remote}/", exclude=exclude, ssh=self._rsync_ssh,
+            _source(local), f"{self._rsync_host}:{remote}/", exclude=exclude, ssh=self._rsync_ssh,
             extra=(mkdir, *self.rsync_options),
         )
         return rsync_transfer(
