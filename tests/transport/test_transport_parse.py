@@ -39,6 +39,7 @@ def test_forwards_and_cosmetic_flags_are_ignored():
         ("ssh", "empty ssh command"),
         ("ssh -p", "needs a value"),
         ("ssh -p abc root@host", "port must be a number"),
+        ("ssh -p ² root@host", "port must be a number"),
         ("ssh -p 70000 root@host", "between 1 and 65535"),
         ("ssh -p 22", "no host"),
         ("ssh root@host:2222", "-p PORT"),

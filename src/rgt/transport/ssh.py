@@ -107,7 +107,7 @@ def parse_ssh_command(text: str) -> SshTarget:
                     value = tokens[i]
                     i += 1
                 if flag == "-p":
-                    if not value.isdigit():
+                    if not value.isdecimal():  # isdigit() passes '²', which int() refuses
                         raise UserError(f"ssh port must be a number, got {value!r} in {text!r}")
                     port = int(value)
                 elif flag == "-i":
