@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for `import sshd
 
 from sshd import SshServer, sshd_keys, sshd_server  # noqa: E402, F401  (fixtures)
 
-from rgt.transport import SshTransport  # noqa: E402
+from rgt.transport import SshTransport, rsync  # noqa: E402
 
 
 @pytest.fixture
@@ -18,3 +18,17 @@ def ssh(sshd_server: SshServer):  # noqa: F811  (the fixture imported above)
     transport = SshTransport(sshd_server.target, known_hosts=sshd_server.known_hosts)
     yield transport
     transport.close()
+
+
+@pytest.fixture
+def rsync_attempts(monkeypatch) -> list[list[str]]:
+    """The argv of every rsync attempt a transfer makes (retries included), in order."""
+    seen: list[list[str]] = []
+    real = rsync._run_attempt
+
+    def counted(argv, **kwargs):
+        seen.append(list(argv))
+        return real(argv, **kwargs)
+
+    monkeypatch.setattr(rsync, "_run_attempt", counted)
+    return seen

@@ -113,7 +113,7 @@ def test_changed_host_key_is_refused_and_the_message_names_the_fix(sshd_server, 
     assert ssh.host_key_fingerprint() == _fingerprint(f"{sshd_server.host_key}.pub")
 
 
-def test_changed_host_key_is_refused_by_transfers_too(sshd_server, ssh, tmp_path):
+def test_changed_host_key_is_refused_by_transfers_too(sshd_server, ssh, tmp_path, rsync_attempts):
     ssh.run("true")
     ssh.close()
     sshd_server.regenerate_host_key()
@@ -121,7 +121,8 @@ def test_changed_host_key_is_refused_by_transfers_too(sshd_server, ssh, tmp_path
     started = time.monotonic()
     with pytest.raises(HostKeyChanged):
         ssh.put(tmp_path / "src", str(tmp_path / "dst"))
-    assert time.monotonic() - started < 5  # not retried
+    assert len(rsync_attempts) == 1  # not retried
+    assert time.monotonic() - started < 5
 
 
 def test_unreachable_names_host_and_port(sshd_server, ssh):
