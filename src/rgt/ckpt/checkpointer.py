@@ -457,31 +457,26 @@ class Checkpointer:
         needed = blocks * space.block
         short_inodes = space.free_inodes is not None and space.free_inodes < _INODES_NEEDED
         if needed > space.free_bytes or short_inodes:
-            raise CheckpointSpaceError(
-                str(self.directory),
-                step=step,
-                needed_bytes=needed,
-                free_bytes=space.free_bytes,
-                needed_inodes=_INODES_NEEDED,
-                free_inodes=space.free_inodes,
-                previous=self._previous_name(),
-            )
+            raise self._space_error(step, needed, space)
         return prepared, needed
 
-    def _space_error(self, step: int, needed: int, err: OSError) -> CheckpointSpaceError:
-        space = _io.free_space(self.directory)
-        exc = CheckpointSpaceError(
+    def _space_error(
+        self, step: int, needed: int, space: _io.Space | None = None
+    ) -> CheckpointSpaceError:
+        """The refusal before writing (`space` as measured), or, without it, ENOSPC mid-write."""
+        during_write = space is None
+        if space is None:
+            space = _io.free_space(self.directory)
+        return CheckpointSpaceError(
             str(self.directory),
             step=step,
             needed_bytes=needed,
             free_bytes=space.free_bytes,
             needed_inodes=_INODES_NEEDED,
             free_inodes=space.free_inodes,
-            during_write=True,
+            during_write=during_write,
             previous=self._previous_name(),
         )
-        exc.__cause__ = err
-        return exc
 
     def _write(
         self,
@@ -503,7 +498,7 @@ class Checkpointer:
             )
         except OSError as err:
             if err.errno in _io.SPACE_ERRNOS:
-                raise self._space_error(step, needed, err) from err
+                raise self._space_error(step, needed) from err
             raise
         write_s = time.perf_counter() - t0
         created = time.time()
@@ -530,7 +525,7 @@ class Checkpointer:
             with contextlib.suppress(OSError):
                 os.unlink(written.path)
             if err.errno in _io.SPACE_ERRNOS:
-                raise self._space_error(step, needed, err) from err
+                raise self._space_error(step, needed) from err
             raise
         write_s = time.perf_counter() - t0
         if defer_prune:
