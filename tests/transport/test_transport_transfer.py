@@ -134,21 +134,29 @@ class Saboteur:
         self.thread.join()
 
 
-def test_put_resumes_after_the_connection_dies_mid_file(sshd_server, big_dir, tmp_path):
-    src, digest = big_dir
+def cut_mid_file(sshd_server, dest, digest, transfer):
+    """Run `transfer(transport)` (throttled to 60 MB/s) while a Saboteur drops every connection
+    mid-way through the big file arriving under `dest`; check it finished intact after more
+    than one attempt, and return its stats."""
     t = SshTransport(
         sshd_server.target, known_hosts=sshd_server.known_hosts, rsync_options=["--bwlimit=60m"]
     )
-    dest = tmp_path / "pushed"
     try:
         with Saboteur(sshd_server, dest) as saboteur:
-            stats = t.put(src, str(dest), timeout=120)
+            stats = transfer(t)
     finally:
         t.close()
     assert saboteur.fired.is_set()
     assert stats.attempts > 1
     assert sha256(dest / "big.bin") == digest
     assert not (dest / PARTIAL_DIR).exists()
+    return stats
+
+
+def test_put_resumes_after_the_connection_dies_mid_file(sshd_server, big_dir, tmp_path):
+    src, digest = big_dir
+    dest = tmp_path / "pushed"
+    stats = cut_mid_file(sshd_server, dest, digest, lambda t: t.put(src, str(dest), timeout=120))
     # 60% had arrived before the cut; resending everything would total >= 1.6x.
     assert stats.bytes_sent < 1.5 * BIG, stats
 
@@ -158,17 +166,6 @@ def test_get_resumes_after_the_connection_dies_mid_file(sshd_server, big_dir, tm
     box = tmp_path / "on-box"
     box.mkdir()
     os.link(src / "big.bin", box / "big.bin")
-    t = SshTransport(
-        sshd_server.target, known_hosts=sshd_server.known_hosts, rsync_options=["--bwlimit=60m"]
-    )
     dest = tmp_path / "pulled"
-    try:
-        with Saboteur(sshd_server, dest) as saboteur:
-            stats = t.get(str(box), dest, timeout=120)
-    finally:
-        t.close()
-    assert saboteur.fired.is_set()
-    assert stats.attempts > 1
-    assert sha256(dest / "big.bin") == digest
-    assert not (dest / PARTIAL_DIR).exists()
+    stats = cut_mid_file(sshd_server, dest, digest, lambda t: t.get(str(box), dest, timeout=120))
     assert stats.bytes_received < 1.5 * BIG, stats
