@@ -165,3 +165,44 @@ def test_torch_weights_only_refusal_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="weights_only"):
         ck.load_latest()
     assert ck.load_latest(weights_only=False).state == {"path": Path("/x")}
+
+
+def test_torch_crc32_is_off_only_until_the_first_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch.save's own per-record CRC32 is skipped for our files, but the process-wide torch
+    switch is back on before the first byte is written (other threads' torch.save keep it)."""
+    torch = pytest.importorskip("torch")
+    import io
+    import zipfile
+
+    from rgt.ckpt import _format, _io
+
+    ser = torch.serialization
+    assert ser.get_crc32_options()
+    seen: list[bool] = []
+    real_write = _io.HashingWriter.write
+
+    def spy(self, data):  # noqa: ANN001, ANN202
+        seen.append(ser.get_crc32_options())
+        return real_write(self, data)
+
+    monkeypatch.setattr(_io.HashingWriter, "write", spy)
+    rec = Checkpointer(tmp_path).save({"w": torch.ones(1000), "b": torch.arange(7)}, 1)
+    assert seen and all(seen)
+    with zipfile.ZipFile(rec.path) as z:
+        crcs = {i.CRC for i in z.infolist() if i.file_size}
+    assert crcs == {0}  # torch computed none; our sidecar covers the bytes
+    assert ser.get_crc32_options() and not _format._CRC_LOCK.locked()
+
+    during: list[bool] = []
+
+    def failing_save(obj, f):  # noqa: ANN001, ANN202
+        during.append(ser.get_crc32_options())
+        raise RuntimeError("pickling failed")
+
+    monkeypatch.setattr(torch, "save", failing_save)
+    with pytest.raises(RuntimeError, match="pickling failed"):
+        _format.prepare({"w": torch.ones(3)}, "torch").write(io.BytesIO())
+    assert during == [False]
+    assert ser.get_crc32_options() and not _format._CRC_LOCK.locked()

@@ -7,12 +7,11 @@ plain dicts stay torch-free.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import pickle
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,24 +76,53 @@ def _torch_estimate(state: Any) -> int:
 _CRC_LOCK = threading.Lock()
 
 
-@contextlib.contextmanager
-def _without_torch_crc32(torch: Any) -> Iterator[None]:
-    """Skip torch.save's per-record CRC32 while we write: torch.load never checks it, and our
-    own crc32 + sha256 of the whole file (recorded in the sidecar) cover every byte. It is a
-    process-wide torch option, so it is flipped under a lock and always restored."""
-    ser = torch.serialization
-    get = getattr(ser, "get_crc32_options", None)
-    set_ = getattr(ser, "set_crc32_options", None)
-    if get is None or set_ is None:
-        yield
-        return
-    with _CRC_LOCK:
-        before = get()
-        set_(False)
-        try:
-            yield
-        finally:
-            set_(before)
+class _CrcOffUntilFirstWrite:
+    """The file object torch.save writes to, with its per-record CRC32 switched off.
+
+    torch.load never checks that CRC, and our own crc32 + sha256 of the whole file (in the
+    sidecar) cover every byte; computing it costs torch.save ~0.5 s/GB. The switch is a
+    process-wide torch option, but torch reads it once, when torch.save creates its zip writer
+    — before the first byte is written. So it is turned off under a lock (only one rgt save
+    flips it at a time, and each restores what it found) and back on at our first write: a
+    torch.save in another thread is affected only if it starts in that short window (while
+    the state's metadata is pickled), not for the whole write. Use it as a context manager.
+    """
+
+    def __init__(self, f: Any, torch: Any) -> None:
+        self._f = f
+        ser = torch.serialization
+        self._get = getattr(ser, "get_crc32_options", None)
+        self._set = getattr(ser, "set_crc32_options", None)
+        self._before: bool | None = None
+
+    def __enter__(self) -> _CrcOffUntilFirstWrite:
+        if self._get is not None and self._set is not None:
+            _CRC_LOCK.acquire()
+            try:
+                self._before = self._get()
+                self._set(False)
+            except BaseException:
+                _CRC_LOCK.release()
+                raise
+        return self
+
+    def _restore(self) -> None:
+        if self._before is not None:
+            before, self._before = self._before, None
+            try:
+                self._set(before)
+            finally:
+                _CRC_LOCK.release()
+
+    def __exit__(self, *exc: object) -> None:
+        self._restore()
+
+    def write(self, b: Any) -> int:
+        self._restore()
+        return self._f.write(b)
+
+    def flush(self) -> None:
+        self._f.flush()
 
 
 def prepare(state: Any, fmt: str) -> Prepared:
@@ -103,8 +131,8 @@ def prepare(state: Any, fmt: str) -> Prepared:
         import torch
 
         def write(f: Any) -> None:
-            with _without_torch_crc32(torch):
-                torch.save(state, f)
+            with _CrcOffUntilFirstWrite(f, torch) as out:
+                torch.save(state, out)
 
         return Prepared(fmt, _torch_estimate(state), write)
     data = pickle.dumps(state, protocol=5)
