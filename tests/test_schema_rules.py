@@ -86,6 +86,13 @@ def test_broken_yaml_names_the_line(tmp_path: Path, monkeypatch):
         load_profile("mine")
 
 
+def test_a_file_that_is_not_utf8_is_one_clear_line(tmp_path: Path, monkeypatch):
+    (tmp_path / "latin.yaml").write_bytes("name: café\n".encode("latin-1"))
+    monkeypatch.setenv("RGT_PROFILE_PATH", str(tmp_path))
+    with pytest.raises(ProfileError, match=r"latin.yaml: not UTF-8 text"):
+        load_profile("latin")
+
+
 def test_user_profile_directory_adds_profiles(tmp_path: Path, monkeypatch, local_data):
     mine = copy.deepcopy(local_data)
     mine["name"] = mine["facts"]["platform"] = "my-lab"

@@ -56,6 +56,8 @@ def _read_yaml(path: Path) -> dict:
         raise ProfileError(f"{path}:{where} is not valid YAML ({_first_line(err)})") from None
     except OSError as err:
         raise ProfileError(f"cannot read {path}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise ProfileError(f"{path}: not UTF-8 text (byte {err.start})") from None
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: expected a mapping at the top level")
     return data
