@@ -206,3 +206,19 @@ def test_torch_crc32_is_off_only_until_the_first_byte(
         _format.prepare({"w": torch.ones(3)}, "torch").write(io.BytesIO())
     assert during == [False]
     assert ser.get_crc32_options() and not _format._CRC_LOCK.locked()
+
+
+def test_verify_file_without_sidecar_loads_but_is_not_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rec = Checkpointer(tmp_path, format="pickle").save(_state(1), 1)
+    rec.sidecar.unlink()
+    from rgt.ckpt import _io
+
+    def no_hash(*a):  # noqa: ANN002, ANN202 - nothing to compare a hash with: never read it
+        pytest.fail("hashed a file that has no recorded sha256")
+
+    monkeypatch.setattr(_io, "file_digest", no_hash)
+    r = verify_file(rec.path)
+    assert not r.ok and "no sidecar" in r.reason
+    assert r.loads is True and r.sha256 is None and r.bytes == rec.bytes and r.step == 1

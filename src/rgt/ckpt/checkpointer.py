@@ -109,7 +109,10 @@ class LoadedCheckpoint:
 
 @dataclass(frozen=True)
 class VerifyResult:
-    """The answer of `verify_file`: does it load, what step, is it whole."""
+    """The answer of `verify_file`: does it load, what step, is it whole.
+
+    `sha256` is None when it was not computed: no usable sidecar, or the size already differs.
+    """
 
     path: Path
     ok: bool
@@ -262,11 +265,15 @@ def verify_file(
             problems.append(str(err))
     else:
         problems.append(f"no sidecar {side.name}: integrity unknown, never trusted")
-    size, sha = _io.file_digest(data, "sha256")
+    # Hash only when there is a recorded sha256 to compare with and the size already matches:
+    # a plain torch.save file (no sidecar) is often GBs, and its callers (pull) have its hash.
+    size, sha = data.stat().st_size, None
     step = meta["step"] if meta else name_step
     if meta:
         if name_step is not None and meta["step"] != name_step:
             problems.append(f"sidecar says step {meta['step']}, file name says {name_step}")
+        if size == meta["bytes"]:
+            size, sha = _io.file_digest(data, "sha256")
         if size != meta["bytes"]:
             problems.append(f"size {size} != recorded {meta['bytes']} (truncated?)")
         elif sha != meta["sha256"]:
