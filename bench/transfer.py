@@ -23,7 +23,6 @@ import argparse
 import os
 import shlex
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,55 +34,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from netlink import SlowLink  # noqa: E402
-from sshd import SSHD, SshServer, unavailable  # noqa: E402
+from sshd import SshServer, unavailable  # noqa: E402
 
-from rgt.transport import SshTarget, SshTransport  # noqa: E402
+from rgt.transport import SshTransport  # noqa: E402
 from rgt.transport.rsync import tree_size  # noqa: E402
-
-
-class NetnsSshServer(SshServer):
-    """tests/sshd.py's server, run inside `link`'s network namespace on its far address."""
-
-    def __init__(self, workdir: Path, link: SlowLink) -> None:
-        self.link = link
-        super().__init__(workdir, port=22)  # a namespace of its own: no port is taken there
-
-    @property
-    def host(self) -> str:
-        return self.link.remote_ip
-
-    @property
-    def target(self) -> SshTarget:
-        return SshTarget(self.host, port=self.port, user="root", identity=self.client_key)
-
-    def _write_config(self) -> None:
-        super()._write_config()
-        text = self.config.read_text().replace("ListenAddress 127.0.0.1",
-                                               f"ListenAddress {self.host}")
-        self.config.write_text(text)
-
-    def start(self, timeout: float = 10) -> NetnsSshServer:
-        if self.proc is not None and self.proc.poll() is None:
-            return self
-        Path("/run/sshd").mkdir(mode=0o755, parents=True, exist_ok=True)
-        self._write_config()
-        with open(self.log, "ab") as log:  # `ip netns exec` execs sshd: proc is sshd itself
-            self.proc = subprocess.Popen(
-                [*self.link.netns_exec, SSHD, "-D", "-e", "-f", str(self.config)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"sshd exited with {self.proc.returncode}: {self.log_tail()}")
-            try:
-                with socket.create_connection((self.host, self.port), timeout=2) as s:
-                    if s.recv(64).startswith(b"SSH-"):
-                        return self
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"sshd did not accept on {self.host}:{self.port}: {self.log_tail()}")
 
 
 def make_tree(root: Path, big_mb: int, small: int, small_bytes: int) -> None:
@@ -156,9 +110,10 @@ def main() -> int:
             where = "loopback sshd on 127.0.0.1 (no delay, no rate limit)"
         else:
             link = SlowLink(rtt_ms=args.rtt_ms, rate_mbit=args.rate_mbit).start()
-            server = NetnsSshServer(work / "sshd", link).start()
+            # A namespace of its own: port 22 is free there, and sshd listens on its far end.
+            server = SshServer(work / "sshd", port=22, host=link.remote_ip,
+                               exec_prefix=link.netns_exec).start()
             where = link.describe()
-        host = server.target.host
         print(f"link: {where}", flush=True)
         transport = SshTransport(server.target, known_hosts=server.known_hosts)
         transport.run("true")  # first contact: record the host key, open the master
@@ -166,7 +121,7 @@ def main() -> int:
         ssh_opts = plain_ssh(server)
         rsync_e = shlex.join(["ssh", "-p", port, *ssh_opts])
         gcm_e = shlex.join(["ssh", "-p", port, "-c", "aes128-gcm@openssh.com", *ssh_opts])
-        dst = f"root@{host}:{dest}/"
+        dst = f"root@{server.host}:{dest}/"
 
         runs: dict[str, list[float]] = {}
         clean_bytes = 0
@@ -184,7 +139,7 @@ def main() -> int:
         for _ in range(args.scp_repeat):
             fresh(dest)
             runs.setdefault("scp -r", []).append(timed(
-                ["scp", "-q", "-r", "-P", port, *ssh_opts, str(src), f"root@{host}:{dest}"]))
+                ["scp", "-q", "-r", "-P", port, *ssh_opts, str(src), f"root@{server.host}:{dest}"]))
             print(f"  scp -r {runs['scp -r'][-1]:.2f}s", flush=True)
 
         # Resume: cut every connection once half of the tree has arrived.

@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,12 +108,20 @@ def _comm(pid: int) -> str:
 
 
 class SshServer:
-    """One sshd on 127.0.0.1:`port`, configured and logged under `workdir`."""
+    """One sshd on `host`:`port` (127.0.0.1 unless told), configured and logged under `workdir`.
+
+    `exec_prefix` goes before sshd's own argv: bench/transfer.py starts it with
+    ``ip netns exec NS`` (which execs sshd, so `proc` is still sshd) and listens on that
+    namespace's address.
+    """
 
     def __init__(self, workdir: Path, keys: SshKeys | None = None, port: int | None = None,
-                 extra_config: str = ""):
+                 extra_config: str = "", *, host: str = "127.0.0.1",
+                 exec_prefix: Sequence[str] = ()):
         self.workdir = Path(workdir)
         self.extra_config = extra_config  # more sshd_config lines, e.g. "SetEnv A=b"
+        self.host = host
+        self.exec_prefix = list(exec_prefix)
         self.workdir.mkdir(parents=True, exist_ok=True)
         shared = keys or SshKeys.generate(self.workdir / "keys")
         # A private copy of the host key, so regenerate_host_key() touches only this server.
@@ -131,13 +140,13 @@ class SshServer:
 
     @property
     def target(self) -> SshTarget:
-        return SshTarget("127.0.0.1", port=self.port, user="root", identity=self.client_key)
+        return SshTarget(self.host, port=self.port, user="root", identity=self.client_key)
 
     def _write_config(self) -> None:
         self.config.write_text(
             f"""\
 Port {self.port}
-ListenAddress 127.0.0.1
+ListenAddress {self.host}
 HostKey {self.host_key}
 PidFile {self.workdir / "sshd.pid"}
 AuthorizedKeysFile {self.authorized_keys}
@@ -164,7 +173,7 @@ Subsystem sftp {SFTP_SERVER}
         self._write_config()
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [SSHD, "-D", "-e", "-f", str(self.config)],
+                [*self.exec_prefix, SSHD, "-D", "-e", "-f", str(self.config)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
             )
         deadline = time.monotonic() + timeout
@@ -172,13 +181,13 @@ Subsystem sftp {SFTP_SERVER}
             if self.proc.poll() is not None:
                 raise RuntimeError(f"sshd exited with {self.proc.returncode}: {self.log_tail()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                with socket.create_connection((self.host, self.port), timeout=1) as s:
                     if s.recv(64).startswith(b"SSH-"):
                         return self
             except OSError:
                 time.sleep(0.05)
         self.stop()
-        raise RuntimeError(f"sshd did not accept on port {self.port}: {self.log_tail()}")
+        raise RuntimeError(f"sshd did not accept on {self.host}:{self.port}: {self.log_tail()}")
 
     def kill(self) -> None:
         """SIGKILL the listener and every per-connection sshd: all connections drop at once.
@@ -225,7 +234,7 @@ Subsystem sftp {SFTP_SERVER}
         path.write_text(
             f"""\
 Host {alias}
-    HostName 127.0.0.1
+    HostName {self.host}
     Port {self.port}
     User root
     IdentityFile {self.client_key}
