@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"preempted step={step} signal={preempted.signal_name}", flush=True)
                 ckpt.close()
                 return EXIT_PREEMPTED
-        if ckpt.latest_path is None or ckpt.latest_path.name != f"ckpt-{step:010d}.pt":
+        latest = ckpt.latest_path
+        if latest is None or latest.name != f"ckpt-{step:010d}.pt":
             save(step)
     ckpt.close()
 
