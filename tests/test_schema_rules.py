@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,25 @@ def test_user_profile_directory_adds_profiles(tmp_path: Path, monkeypatch, local
     (tmp_path / "my-lab.yaml").write_text(yaml.safe_dump(mine, allow_unicode=True))
     monkeypatch.setenv("RGT_PROFILE_PATH", str(tmp_path))
     assert load_profile("my-lab").name == "my-lab"
+
+
+def test_an_edited_profile_is_read_again(tmp_path: Path, monkeypatch, local_data):
+    """Even where the file system's clock is too coarse to move the mtime."""
+    mine = copy.deepcopy(local_data)
+    mine["name"] = mine["facts"]["platform"] = "my-lab"
+    path = tmp_path / "my-lab.yaml"
+    path.write_text(yaml.safe_dump(mine, allow_unicode=True))
+    monkeypatch.setenv("RGT_PROFILE_PATH", str(tmp_path))
+    assert load_profile("my-lab").title == local_data["title"]
+    before = path.stat().st_mtime_ns
+    mine["title"] = "My lab, edited"
+    path.write_text(yaml.safe_dump(mine, allow_unicode=True))
+    os.utime(path, ns=(before, before))
+    assert load_profile("my-lab").title == "My lab, edited"
+
+
+def test_a_dangling_profile_link_is_one_clear_line(tmp_path: Path, monkeypatch):
+    (tmp_path / "ghost.yaml").symlink_to(tmp_path / "gone.yaml")
+    monkeypatch.setenv("RGT_PROFILE_PATH", str(tmp_path))
+    with pytest.raises(ProfileError, match=r"cannot read .*ghost.yaml"):
+        load_profile("ghost")

@@ -77,12 +77,23 @@ def _explain(path: Path, err: ValidationError) -> ProfileError:
 
 
 @cache
-def _load_file(path: Path, mtime: float) -> Profile:
-    del mtime  # part of the cache key only: an edited file is re-read
+def _load_file(path: Path, mtime_ns: int, size: int) -> Profile:
+    del mtime_ns, size  # part of the cache key only: an edited file is re-read
     try:
         return Profile.model_validate(_read_yaml(path))
     except ValidationError as err:
         raise _explain(path, err) from None
+
+
+def _load(name: str, path: Path) -> Profile:
+    try:
+        stat = path.stat()
+    except OSError as err:
+        raise ProfileError(f"cannot read {path}: {err.strerror}") from None
+    profile = _load_file(path, stat.st_mtime_ns, stat.st_size)
+    if profile.name != name:
+        raise ProfileError(f"{path}: name {profile.name!r} does not match the file name {name!r}")
+    return profile
 
 
 def load_profile(name: str) -> Profile:
@@ -91,14 +102,11 @@ def load_profile(name: str) -> Profile:
     if path is None:
         close = [n for n in files if n.startswith(name[:2])] or sorted(files)
         raise ProfileError(f"unknown profile {name!r}; known profiles: {', '.join(close)}")
-    profile = _load_file(path, path.stat().st_mtime)
-    if profile.name != name:
-        raise ProfileError(f"{path}: name {profile.name!r} does not match the file name {name!r}")
-    return profile
+    return _load(name, path)
 
 
 def all_profiles() -> list[Profile]:
-    return [load_profile(name) for name in profile_names()]
+    return [_load(name, path) for name, path in sorted(_profile_files().items())]
 
 
 @cache
