@@ -1,18 +1,14 @@
-"""Shared fixtures for the rgt.ckpt tests: tmpfs mounts, a loopback S3 (moto), train_mlp runs."""
+"""Shared fixtures for the rgt.ckpt tests: tmpfs mounts, a loopback S3 (moto)."""
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-# Helper modules in this folder (ckpt_helpers.py) are imported by name.
-sys.path.insert(0, str(Path(__file__).parent))
+from sshd import free_port  # tests/ is on sys.path (tests/conftest.py)
 
 
 @pytest.fixture
@@ -35,12 +31,6 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
     yield mount
     for d in reversed(mounted):
         subprocess.run(["umount", str(d)], check=False)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

@@ -6,11 +6,11 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from ckpt_helpers import train_cmd
 
 from rgt.ckpt import EXIT_PREEMPTED
 
@@ -19,6 +19,12 @@ pytestmark = pytest.mark.slow
 
 STEPS = 200
 SLEEP = ["--sleep", "0.004"]
+
+
+def train_cmd(ckpt_dir: Path, out: Path, *extra: str, steps: int) -> list[str]:
+    return [sys.executable, "-m", "rgt.examples.train_mlp", "--steps", str(steps),
+            "--ckpt-dir", str(ckpt_dir), "--out", str(out), "--save-every", "10",
+            "--metrics-every", "1", *extra]
 
 
 def _run_until(cmd: list[str], kill_at: int | None, sig: int) -> tuple[int, list[str]]:
