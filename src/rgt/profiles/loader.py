@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -125,11 +126,11 @@ class GotchaHit:
     why: str  # "detect pattern", "probe", "symptom text", "id"
 
 
-def _all_gotchas() -> list[tuple[str, Gotcha]]:
-    pairs = [("universal", g) for g in universal_catalog().gotchas]
-    for profile in all_profiles():
-        pairs.extend((profile.name, g) for g in profile.gotchas)
-    return pairs
+def _all_gotchas() -> Iterator[tuple[str, Gotcha]]:
+    """Universal gotchas first, then each profile's, loading a profile only when reached."""
+    yield from (("universal", g) for g in universal_catalog().gotchas)
+    for name, path in sorted(_profile_files().items()):
+        yield from ((name, g) for g in _load(name, path).gotchas)
 
 
 def find_gotcha(gotcha_id: str) -> tuple[str, Gotcha]:
