@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import yaml
 from cli import rgt
 from test_profiles import PLATFORMS
+
+from rgt.profiles.loader import DATA_DIR
 
 
 def test_profiles_json_lists_the_ten_platforms():
@@ -98,3 +102,19 @@ def test_compare_autodl_vastai_shows_the_stop_trap():
     assert vast_stop["keeps_billing"] and not vast_stop["stops_storage_meter"]
     human = rgt("compare", "autodl", "vastai")
     assert "still billing" in human.stdout and "关机" in human.stdout
+
+
+def test_text_in_square_brackets_is_shown_verbatim(tmp_path: Path):
+    """Profile text and pasted error lines are data, never Rich markup."""
+    mine = yaml.safe_load((DATA_DIR / "local.yaml").read_text(encoding="utf-8"))
+    mine["name"] = mine["facts"]["platform"] = "my-lab"
+    mine["facts"]["inode_cap"] = "[quota] per user"
+    mine["launch"]["notes"] = "wrap in [bold]x[/] to shout"
+    (tmp_path / "my-lab.yaml").write_text(yaml.safe_dump(mine, allow_unicode=True))
+    result = rgt("profile", "show", "my-lab", env={"RGT_PROFILE_PATH": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert "[quota] per user" in result.stdout and "\\[quota]" not in result.stdout
+    assert "wrap in [bold]x[/] to shout" in result.stdout
+    search = rgt("gotcha", "search", "No space left on device [/dev/sda1]")
+    assert search.returncode == 0, search.stderr
+    assert "[/dev/sda1]" in search.stdout and "U7" in search.stdout

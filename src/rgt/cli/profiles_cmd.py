@@ -135,18 +135,18 @@ def _render_surface(p: Profile) -> None:
 
 
 def _kv_table(title: str, rows: list[tuple[str, object]]) -> None:
+    """Rows of raw values: booleans become yes/no, everything else is shown verbatim."""
     table = Table(title=title, show_header=False, title_justify="left", title_style="bold")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     for key, value in rows:
         if value not in ("", None, [], {}):
-            table.add_row(key, value if isinstance(value, str) and "[/]" in value
-                          else escape(str(value)))
+            table.add_row(escape(key), _yes_no(value))
     console.print(table)
 
 
 def _render_facts(p: Profile) -> None:
-    _kv_table("Facts", [(k, _yes_no(v)) for k, v in p.facts.model_dump().items()])
+    _kv_table("Facts", list(p.facts.model_dump().items()))
 
 
 def _render_launch(p: Profile) -> None:
@@ -158,8 +158,8 @@ def _render_launch(p: Profile) -> None:
     rows += [
         ("env", env.summary),
         ("python", env.python),
-        ("conda create forbidden", _yes_no(env.conda_create_forbidden)),
-        ("pip install torch forbidden", _yes_no(env.pip_install_torch_forbidden)),
+        ("conda create forbidden", env.conda_create_forbidden),
+        ("pip install torch forbidden", env.pip_install_torch_forbidden),
         ("env notes", env.notes),
         ("verify", launch.verify_command),
         ("notes", launch.notes),
@@ -179,7 +179,7 @@ def _render_storage(p: Profile) -> None:
     table.add_column("path")
     for action in actions:
         mark = " ⏻" if action == p.meter_stop.name else ""
-        table.add_column(f"{action}{mark}", justify="center")
+        table.add_column(f"{escape(action)}{mark}", justify="center")
     for tier in p.storage.tiers:
         home = " [cyan](checkpoints)[/]" if tier.name == p.storage.checkpoint_tier else ""
         table.add_row(escape(tier.name) + home, escape(tier.path),
@@ -226,8 +226,8 @@ def _render_network(p: Profile) -> None:
         *[(f"env {k}", v) for k, v in n.mirror_env.items()],
         ("ssh", ", ".join(n.ssh)),
         ("ports", n.port_exposure),
-        ("IP changes on re-create", _yes_no(n.ip_changes_on_recreate)),
-        ("ports change on re-create", _yes_no(n.ports_change_on_recreate)),
+        ("IP changes on re-create", n.ip_changes_on_recreate),
+        ("ports change on re-create", n.ports_change_on_recreate),
         ("egress", n.egress),
         ("notes", n.notes),
     ])
@@ -245,9 +245,9 @@ def _render_daemon(p: Profile) -> None:
     d = p.daemon
     _kv_table("Daemon (detach)", [
         ("primitive", d.primitive), ("fallback", d.fallback or ""),
-        ("survives ssh drop", _yes_no(d.survives.ssh_drop)),
-        ("survives reboot", _yes_no(d.survives.reboot)),
-        ("survives container restart", _yes_no(d.survives.container_restart)),
+        ("survives ssh drop", d.survives.ssh_drop),
+        ("survives reboot", d.survives.reboot),
+        ("survives container restart", d.survives.container_restart),
         ("orchestration", d.native_orchestration), ("notes", d.notes),
     ])
 
@@ -326,7 +326,7 @@ def _render_gotcha(platform: str, g: Gotcha) -> None:
             body.append(f"[bold]Probe[/]    {escape(g.detect.probe.command)}  "
                         f"→ /{escape(g.detect.probe.matches)}/")
     if g.see_also:
-        body.append(f"[bold]See also[/] {', '.join(g.see_also)}")
+        body.append(f"[bold]See also[/] {escape(', '.join(g.see_also))}")
     if g.sources:
         body.append("[dim]" + escape("; ".join(
             f"{c.doc} ({c.verified})" if c.verified else c.doc for c in g.sources)) + "[/]")
@@ -343,7 +343,7 @@ def _search(text: str, as_json: bool) -> None:
     if not hits:
         console.print("No gotcha matches that text. Try fewer words, or the exact error line.")
         raise typer.Exit(1)
-    table = Table(title=f"Gotchas matching {text!r}", title_justify="left")
+    table = Table(title=f"Gotchas matching {escape(repr(text))}", title_justify="left")
     for column in ("id", "platform", "matched by", "title"):
         table.add_column(column, overflow="fold")
     for h in hits:
