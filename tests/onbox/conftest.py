@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from rgt.onbox import script_path
-
 # Like tests/conftest.py: helper modules here are imported by name from the test files.
 sys.path.insert(0, str(Path(__file__).parent))
-from onbox_helpers import read_state  # noqa: E402
+from onbox_helpers import read_state, shipped  # noqa: E402
 
 
 @pytest.fixture
@@ -66,13 +64,14 @@ def make_run(tmp_path):
 
 
 class Launcher:
-    """Start runners like the lifecycle does (setsid nohup … </dev/null >/dev/null 2>&1 &)."""
+    """Start runners like the lifecycle does (setsid nohup … </dev/null >/dev/null 2>&1 &), from
+    the shipped text written to RUN_DIR/runner.py (or fed on stdin)."""
 
     def __init__(self):
         self.started = []  # (Popen, run_dir)
 
     def start(self, run_dir: Path, via_stdin: bool = False) -> subprocess.Popen:
-        runner = str(script_path("runner"))
+        runner = str(shipped("runner", run_dir))
         nohup = ["nohup"] if shutil.which("nohup") else []
         if via_stdin:
             argv = nohup + [sys.executable, "-", str(run_dir)]

@@ -1,10 +1,32 @@
-"""Polling helpers shared by the on-box tests (a uniquely named module, importable from tests)."""
+"""Helpers shared by the on-box tests (a uniquely named module, importable from tests)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
+
+from rgt.onbox import script_source
+
+
+def shipped(name: str, directory: Path) -> Path:
+    """Write the text a box gets (``script_source``) to DIRECTORY/NAME.py, as the launcher does."""
+    path = Path(directory) / f"{name}.py"
+    path.write_bytes(script_source(name))
+    return path
+
+
+def feed(name: str, *args: str, python: str = sys.executable, timeout: float = 60):
+    """Run on-box script NAME as the lifecycle does: its shipped text on stdin of ``python -``."""
+    return subprocess.run(
+        [python, "-", *args],
+        input=script_source(name).decode(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def wait_for(predicate, timeout: float = 15.0, interval: float = 0.05, what: str = "condition"):

@@ -9,7 +9,9 @@ import os
 import subprocess
 import sys
 
-from rgt.onbox import audit, script_path
+from onbox_helpers import feed, shipped
+
+from rgt.onbox import audit
 
 
 def make_outputs(root):
@@ -29,14 +31,7 @@ def test_manifest_via_stdin_hashes_match_and_missing_is_listed(tmp_path):
     elsewhere.write_bytes(b"abc")
     out_json = root / "PULL_MANIFEST.json"
     patterns = ["ckpt", "*.json", "empty.txt", "samples/**/*.png", str(elsewhere)]
-    with open(script_path("manifest"), "rb") as source:
-        proc = subprocess.run(
-            [sys.executable, "-", str(root), str(out_json), *patterns],
-            stdin=source,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    proc = feed("manifest", str(root), str(out_json), *patterns)
     assert proc.returncode == 2, proc.stderr  # written, but a declared output is missing
     summary = json.loads(proc.stdout)
     manifest = json.loads(out_json.read_text())
@@ -63,7 +58,7 @@ def test_manifest_complete_exits_zero(tmp_path):
     make_outputs(root)
     out_json = tmp_path / "m" / "PULL_MANIFEST.json"
     proc = subprocess.run(
-        [sys.executable, str(script_path("manifest")), str(root), str(out_json), "ckpt/*.pt"],
+        [sys.executable, str(shipped("manifest", tmp_path)), str(root), str(out_json), "ckpt/*.pt"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -85,24 +80,8 @@ def test_audit_flags_a_nearly_inode_full_tier(tmp_path, tmpfs):
     (hf / "hub" / "models--small").mkdir()
     (hf / "hub" / "models--small" / "blob").write_bytes(os.urandom(64 * 1024))
 
-    with open(script_path("audit"), "rb") as source:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-",
-                "--dirs",
-                str(full),
-                str(roomy),
-                "--py",
-                sys.executable,
-                "--hf-cache",
-                str(hf),
-            ],
-            stdin=source,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    args = ["--dirs", str(full), str(roomy), "--py", sys.executable, "--hf-cache", str(hf)]
+    proc = feed("audit", *args, timeout=120)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     full_disk, roomy_disk = report["dirs"]

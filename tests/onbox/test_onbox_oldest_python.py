@@ -9,9 +9,9 @@ import shutil
 import subprocess
 
 import pytest
-from onbox_helpers import wait_status
+from onbox_helpers import feed, wait_status
 
-from rgt.onbox import SCRIPTS, script_path
+from rgt.onbox import SCRIPTS, script_source
 
 
 def oldest_python():
@@ -36,18 +36,15 @@ pytestmark = [pytest.mark.may_skip,
               pytest.mark.skipif(PY38 is None, reason="no python3.8 interpreter on this machine")]
 
 
-def feed(script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    with open(script_path(script), "rb") as source:
-        return subprocess.run(
-            [PY38, "-", *args], stdin=source, capture_output=True, text=True, timeout=timeout
-        )
+def feed38(script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return feed(script, *args, python=PY38, timeout=timeout)
 
 
 def test_every_script_compiles_on_python38():
     for name in SCRIPTS:
         out = subprocess.run(
             [PY38, "-c", "import sys; compile(sys.stdin.read(), sys.argv[1], 'exec')", name],
-            stdin=open(script_path(name), "rb"),  # noqa: SIM115
+            input=script_source(name).decode(),
             capture_output=True,
             text=True,
             timeout=30,
@@ -68,23 +65,23 @@ def test_run_probe_manifest_audit_end_to_end_on_python38(tmp_path):
     }
     (run_dir / "run.json").write_text(json.dumps(spec))
 
-    launched = feed("runner", str(run_dir), "--detach")
+    launched = feed38("runner", str(run_dir), "--detach")
     assert launched.returncode == 0, launched.stderr
     state = wait_status(run_dir, ("succeeded", "failed", "sync-failed"))
     assert state["status"] == "succeeded", state
     assert (durable / "out" / "x.txt").read_text() == "payload\n"
 
-    probed = feed("probe", str(run_dir), "--no-dmesg")
+    probed = feed38("probe", str(run_dir), "--no-dmesg")
     assert probed.returncode == 0, probed.stderr
     report = json.loads(probed.stdout)
     assert report["verdict"]["status"] == "succeeded"
     assert report["log"]["last_metrics"] == "step=3 loss=0.5"
 
-    made = feed("manifest", str(durable), str(tmp_path / "m.json"), "out")
+    made = feed38("manifest", str(durable), str(tmp_path / "m.json"), "out")
     assert made.returncode == 0, made.stderr
     assert json.loads((tmp_path / "m.json").read_text())["files"][0]["path"] == "out/x.txt"
 
-    audited = feed("audit", "--dirs", str(tmp_path), "--py", PY38)
+    audited = feed38("audit", "--dirs", str(tmp_path), "--py", PY38)
     assert audited.returncode == 0, audited.stderr
     audit = json.loads(audited.stdout)
     assert audit["python"]["python"].startswith("3.8.")

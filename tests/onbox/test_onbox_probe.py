@@ -8,7 +8,9 @@ import subprocess
 import sys
 import time
 
-from rgt.onbox import probe, runner, script_path
+from onbox_helpers import feed
+
+from rgt.onbox import probe, runner
 
 BOOT = "11111111-2222-3333-4444-555555555555"
 
@@ -142,14 +144,7 @@ def test_process_facts_detect_pid_reuse_and_zombies():
 def test_probe_script_via_stdin_reports_disks_cgroup_and_boot(tmp_path):
     run_dir = tmp_path / "rgt" / "nothing-yet"
     run_dir.mkdir(parents=True)
-    with open(script_path("probe"), "rb") as source:
-        out = subprocess.run(
-            [sys.executable, "-", str(run_dir), "--dirs", str(tmp_path), "/no/such/dir"],
-            stdin=source,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    out = feed("probe", str(run_dir), "--dirs", str(tmp_path), "/no/such/dir")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     disk, missing = report["disks"]

@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from onbox_helpers import read_state, wait_for, wait_log, wait_status
+from onbox_helpers import feed, read_state, shipped, wait_for, wait_log, wait_status
 
-from rgt.onbox import probe, runner, script_path
+from rgt.onbox import probe, runner
 
 WAIT_GO = """
 import os, sys, time
@@ -154,7 +154,7 @@ def test_runner_and_job_sigkilled_is_vanished_not_running(make_run, launcher):
     assert read_state(run_dir)["status"] == "running"  # the claim left behind
 
     out = subprocess.run(
-        [sys.executable, str(script_path("probe")), str(run_dir)],
+        [sys.executable, str(shipped("probe", run_dir.parent)), str(run_dir)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -288,20 +288,14 @@ def test_second_launch_of_a_live_run_is_refused(make_run, launcher):
     wait_log(run_dir, "ready")
 
     second = subprocess.run(
-        [sys.executable, str(script_path("runner")), str(run_dir)],
+        [sys.executable, str(run_dir / "runner.py"), str(run_dir)],  # written by the launch
         capture_output=True,
         text=True,
         timeout=30,
     )
     assert second.returncode == runner.EXIT_REFUSED
     assert json.loads(second.stderr.strip().splitlines()[-1])["refused"] is True
-    detached = subprocess.run(
-        [sys.executable, "-", str(run_dir), "--detach"],
-        stdin=open(script_path("runner"), "rb"),  # noqa: SIM115
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    detached = feed("runner", str(run_dir), "--detach", timeout=30)
     assert detached.returncode == runner.EXIT_REFUSED
     assert json.loads(detached.stdout)["refused"] is True
 
@@ -317,14 +311,7 @@ def test_second_launch_of_a_live_run_is_refused(make_run, launcher):
 def test_detach_via_stdin_returns_at_once_and_relaunch_counts(make_run):
     run_dir = make_run('import time\ntime.sleep(0.5)\nprint("finished")\n')
     started = time.monotonic()
-    with open(script_path("runner"), "rb") as source:
-        out = subprocess.run(
-            [sys.executable, "-", str(run_dir), "--detach"],
-            stdin=source,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+    out = feed("runner", str(run_dir), "--detach", timeout=30)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["refused"] is False and report["runner_pid"] > 0
@@ -338,7 +325,9 @@ def test_detach_via_stdin_returns_at_once_and_relaunch_counts(make_run):
         time.sleep(0.05)
 
     again = subprocess.run(
-        [sys.executable, str(script_path("runner")), str(run_dir)], timeout=30, capture_output=True
+        [sys.executable, str(shipped("runner", run_dir)), str(run_dir)],
+        timeout=30,
+        capture_output=True,
     )
     assert again.returncode == 0
     assert read_state(run_dir)["launch"] == 2

@@ -21,12 +21,19 @@ import argparse
 import json
 import os
 import re
-import shutil
 import socket
 import stat
-import subprocess
 import sys
 import time
+
+from rgt.onbox._common import (
+    cgroup_facts,
+    disk_facts,
+    int_or_none,
+    python_facts,
+    read_text,
+    run_cmd,
+)
 
 AUDIT_VERSION = 1
 GIB = 1 << 30
@@ -38,41 +45,6 @@ MIN_CGROUP_MEMORY = 8 * GIB
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def run_cmd(argv, timeout=10.0):
-    """(returncode, stdout, stderr) or (None, '', reason) when the tool is absent or hangs."""
-    if shutil.which(argv[0]) is None and not os.path.isabs(argv[0]):
-        return None, "", f"{argv[0]} not found"
-    try:
-        proc = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout,
-            text=True,
-            errors="replace",
-        )
-    except subprocess.TimeoutExpired:
-        return None, "", f"{argv[0]} timed out after {timeout:g}s"
-    except OSError as exc:
-        return None, "", str(exc)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def _read(path: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def _int_or_none(text):
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        return None
 
 
 def human(n) -> str:
@@ -89,96 +61,8 @@ def human(n) -> str:
 # ----------------------------------------------------------------------------- facts
 
 
-def disk_facts(path: str) -> dict:
-    """``df -h`` and ``df -i`` for PATH in one statvfs call (U6/U7: check both, always)."""
-    out = {"path": path, "exists": os.path.exists(path)}
-    try:
-        st = os.statvfs(path)
-    except OSError as exc:
-        out["error"] = exc.strerror or str(exc)
-        return out
-    total = st.f_blocks * st.f_frsize
-    free = st.f_bavail * st.f_frsize
-    used = (st.f_blocks - st.f_bfree) * st.f_frsize
-    inodes_used = st.f_files - st.f_ffree
-    out.update(
-        bytes_total=total,
-        bytes_used=used,
-        bytes_free=free,
-        bytes_pct=round(100.0 * used / (used + free), 1) if used + free else None,
-        inodes_total=st.f_files,
-        inodes_used=inodes_used,
-        inodes_free=st.f_favail,
-        inodes_pct=round(100.0 * inodes_used / st.f_files, 1) if st.f_files else None,
-    )
-    return out
-
-
-def cgroup_facts() -> dict:
-    """This process's cgroup limits: v2 files, else v1 (memory + cpu controllers). U41."""
-    paths = {}
-    for line in (_read("/proc/self/cgroup") or "").splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3:
-            for ctrl in parts[1].split(",") if parts[1] else ["<v2>"]:
-                paths[ctrl] = parts[2]
-    facts = {
-        "version": None,
-        "memory_max": None,
-        "memory_current": None,
-        "oom_kill": None,
-        "cpu_max": None,
-        "cpu_quota_cores": None,
-    }
-
-    def first(dirs, name):
-        for d in dirs:
-            value = _read(os.path.join(d, name))
-            if value is not None:
-                return value
-        return None
-
-    events = ""
-    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
-        facts["version"] = 2
-        rel = paths.get("<v2>", "/").lstrip("/")
-        dirs = [os.path.join("/sys/fs/cgroup", rel), "/sys/fs/cgroup"]
-        mem_max = first(dirs, "memory.max")
-        facts["memory_max"] = None if mem_max in (None, "max") else _int_or_none(mem_max)
-        facts["memory_current"] = _int_or_none(first(dirs, "memory.current"))
-        events = first(dirs, "memory.events") or ""
-        cpu_max = first(dirs, "cpu.max")
-        facts["cpu_max"] = cpu_max
-        if cpu_max:
-            quota, _, period = cpu_max.partition(" ")
-            if quota != "max" and _int_or_none(period):
-                facts["cpu_quota_cores"] = round(int(quota) / int(period), 3)
-    elif os.path.isdir("/sys/fs/cgroup/memory") or os.path.isdir("/sys/fs/cgroup/cpu"):
-        facts["version"] = 1
-        mem_rel = paths.get("memory", "/").lstrip("/")
-        mem_dirs = [os.path.join("/sys/fs/cgroup/memory", mem_rel), "/sys/fs/cgroup/memory"]
-        limit = _int_or_none(first(mem_dirs, "memory.limit_in_bytes"))
-        facts["memory_max"] = limit if limit is not None and limit < (1 << 60) else None
-        facts["memory_current"] = _int_or_none(first(mem_dirs, "memory.usage_in_bytes"))
-        events = first(mem_dirs, "memory.oom_control") or ""
-        cpu_rel = paths.get("cpu", "/").lstrip("/")
-        bases = ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct")
-        cpu_dirs = [os.path.join(b, cpu_rel) for b in bases] + list(bases)
-        quota = _int_or_none(first(cpu_dirs, "cpu.cfs_quota_us"))
-        period = _int_or_none(first(cpu_dirs, "cpu.cfs_period_us"))
-        if quota is not None and period:
-            facts["cpu_max"] = f"{'max' if quota < 0 else quota} {period}"
-            if quota > 0:
-                facts["cpu_quota_cores"] = round(quota / period, 3)
-    for line in events.splitlines():
-        key, _, value = line.partition(" ")
-        if key == "oom_kill":
-            facts["oom_kill"] = _int_or_none(value)
-    return facts
-
-
 def ram_total() -> int | None:
-    for line in (_read("/proc/meminfo") or "").splitlines():
+    for line in (read_text("/proc/meminfo") or "").splitlines():
         if line.startswith("MemTotal:"):
             parts = line.split()
             return int(parts[1]) * 1024 if len(parts) > 1 and parts[1].isdigit() else None
@@ -208,51 +92,14 @@ def gpu_facts() -> dict:
         if len(cells) >= 4:
             out["devices"].append(
                 {
-                    "index": _int_or_none(cells[0]),
+                    "index": int_or_none(cells[0]),
                     "name": cells[1],
-                    "memory_total_mib": _int_or_none(cells[2]),
-                    "memory_used_mib": _int_or_none(cells[3]),
+                    "memory_total_mib": int_or_none(cells[2]),
+                    "memory_used_mib": int_or_none(cells[3]),
                 }
             )
     out["present"] = bool(out["devices"]) or "MiB" in header
     return out
-
-
-PY_SNIPPET = r"""
-import json, sys
-out = {"python": sys.version.split()[0], "executable": sys.executable, "torch": None,
-       "cuda_available": None, "torch_cuda": None, "device_count": None, "error": None}
-try:
-    import torch
-    out["torch"] = torch.__version__
-    out["torch_cuda"] = torch.version.cuda
-    out["cuda_available"] = bool(torch.cuda.is_available())
-    out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
-except ImportError as exc:
-    out["error"] = "torch not importable: %s" % exc
-except Exception as exc:
-    out["error"] = "%s: %s" % (type(exc).__name__, exc)
-print(json.dumps(out))
-"""
-
-
-def python_facts(python: str, timeout: float = 90.0) -> dict:
-    rc, out, err = run_cmd([python, "-c", PY_SNIPPET], timeout=timeout)
-    if rc == 0:
-        try:
-            facts = json.loads(out.strip().splitlines()[-1])
-            facts["ran"] = True
-            return facts
-        except (ValueError, IndexError):
-            pass
-    return {
-        "ran": False,
-        "python": None,
-        "executable": python,
-        "torch": None,
-        "cuda_available": None,
-        "error": (err or out or "").strip()[-300:] or f"exit {rc}",
-    }
 
 
 def _du(path: str, deadline: float, seen: set):

@@ -18,64 +18,15 @@ output missing; 1: could not read or write.
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import hashlib
 import json
 import os
 import socket
 import sys
 import time
 
+from rgt.onbox._common import match_outputs, sha256_file, write_json_atomic
+
 MANIFEST_VERSION = 1
-BUF_SIZE = 1 << 20
-
-
-def sha256_file(path: str):
-    """(bytes, hex sha256) of PATH, read with one reused 1 MiB buffer."""
-    h = hashlib.sha256()
-    buf = bytearray(BUF_SIZE)
-    view = memoryview(buf)
-    size = 0
-    with open(path, "rb", buffering=0) as f:
-        while True:
-            n = f.readinto(buf)
-            if not n:
-                break
-            h.update(view[:n])
-            size += n
-    return size, h.hexdigest()
-
-
-def match_outputs(root: str, patterns, exclude=()):
-    """([(absolute path, manifest path)], [patterns that matched no file])."""
-    root = os.path.abspath(root)
-    exclude = {os.path.abspath(p) for p in exclude}
-    found, missing, seen = [], [], set()
-    for pattern in patterns:
-        full = pattern if os.path.isabs(pattern) else os.path.join(root, pattern)
-        files = []
-        for match in sorted(glob.glob(full, recursive=True)):
-            if os.path.isdir(match):
-                for base, dirs, names in os.walk(match):
-                    dirs.sort()
-                    files.extend(os.path.join(base, n) for n in sorted(names))
-            else:
-                files.append(match)
-        files = [os.path.abspath(f) for f in files if os.path.isfile(f)]
-        files = [f for f in files if f not in exclude and not f.endswith(".rgt-manifest.tmp")]
-        if not files:
-            missing.append(pattern)
-            continue
-        for path in files:
-            rel = os.path.relpath(path, root)
-            if rel == ".." or rel.startswith(".." + os.sep):
-                rel = path
-            rel = rel.replace(os.sep, "/")
-            if rel not in seen:
-                seen.add(rel)
-                found.append((path, rel))
-    return found, missing
 
 
 def build(root: str, patterns, exclude=()) -> dict:
@@ -100,32 +51,6 @@ def build(root: str, patterns, exclude=()) -> dict:
     }
 
 
-def write_json_atomic(path: str, obj) -> None:
-    path = os.path.abspath(path)
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.rgt-manifest.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=1, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
-
-
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 3 or args[0] in ("-h", "--help"):
@@ -137,6 +62,7 @@ def main(argv=None) -> int:
         return 1
     try:
         manifest = build(root, patterns, exclude=[out])
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         write_json_atomic(out, manifest)
     except OSError as exc:
         print(json.dumps({"error": f"{exc.strerror or exc}: {exc.filename}", "out": out}))

@@ -28,9 +28,20 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import time
+
+from rgt.onbox._common import (
+    boot_id,
+    cgroup_facts,
+    disk_facts,
+    int_or_none,
+    proc_stat_fields,
+    python_facts,
+    read_json,
+    read_text,
+    run_cmd,
+)
 
 PROBE_VERSION = 1
 TERMINAL = ("succeeded", "failed", "sync-failed")
@@ -48,21 +59,12 @@ LOG_QUIET_S = 900
 # ----------------------------------------------------------------------------- processes
 
 
-def _proc_stat_fields(pid: int):
-    try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as f:
-            data = f.read()
-    except (OSError, ValueError):
-        return None
-    return data[data.rindex(b")") + 2 :].split()
-
-
 def process_facts(pid, start=None, same_boot=True) -> dict:
     """Is PID our process? exists, not a zombie, /proc start time == START, and same boot."""
     facts = {"pid": pid, "exists": False, "state": None, "start_matches": None, "alive": False}
     if not pid:
         return facts
-    fields = _proc_stat_fields(pid)
+    fields = proc_stat_fields(pid)
     if fields is None:
         return facts
     facts["exists"] = True
@@ -75,34 +77,6 @@ def process_facts(pid, start=None, same_boot=True) -> dict:
     return facts
 
 
-def read_json(path: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def run_cmd(argv, timeout=10.0):
-    """(returncode, stdout, stderr) or (None, '', reason) when the tool is absent or hangs."""
-    if shutil.which(argv[0]) is None and not os.path.isabs(argv[0]):
-        return None, "", f"{argv[0]} not found"
-    try:
-        proc = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout,
-            text=True,
-            errors="replace",
-        )
-    except subprocess.TimeoutExpired:
-        return None, "", f"{argv[0]} timed out after {timeout:g}s"
-    except OSError as exc:
-        return None, "", str(exc)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 # ----------------------------------------------------------------------------- box facts
 
 
@@ -113,95 +87,7 @@ def boot_facts() -> dict:
             facts["uptime_s"] = float(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         pass
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            facts["boot_id"] = f.read().strip()
-    except OSError:
-        pass
-    return facts
-
-
-def _read(path: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def _int_or_none(text):
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        return None
-
-
-def cgroup_facts() -> dict:
-    """This process's cgroup limits: v2 files, else v1 (memory + cpu controllers). U41."""
-    paths = {}
-    for line in (_read("/proc/self/cgroup") or "").splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3:
-            for ctrl in parts[1].split(",") if parts[1] else ["<v2>"]:
-                paths[ctrl] = parts[2]
-    facts = {
-        "version": None,
-        "memory_max": None,
-        "memory_current": None,
-        "oom_kill": None,
-        "cpu_max": None,
-        "cpu_quota_cores": None,
-        "files": [],
-    }
-
-    def first(dirs, name):
-        for d in dirs:
-            path = os.path.join(d, name)
-            value = _read(path)
-            if value is not None:
-                facts["files"].append(path)
-                return value
-        return None
-
-    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
-        facts["version"] = 2
-        rel = paths.get("<v2>", "/").lstrip("/")
-        dirs = [os.path.join("/sys/fs/cgroup", rel), "/sys/fs/cgroup"]
-        mem_max = first(dirs, "memory.max")
-        facts["memory_max"] = None if mem_max in (None, "max") else _int_or_none(mem_max)
-        facts["memory_current"] = _int_or_none(first(dirs, "memory.current"))
-        events = first(dirs, "memory.events") or ""
-        cpu_max = first(dirs, "cpu.max")
-        facts["cpu_max"] = cpu_max
-        if cpu_max:
-            quota, _, period = cpu_max.partition(" ")
-            if quota != "max" and _int_or_none(period):
-                facts["cpu_quota_cores"] = round(int(quota) / int(period), 3)
-    elif os.path.isdir("/sys/fs/cgroup/memory") or os.path.isdir("/sys/fs/cgroup/cpu"):
-        facts["version"] = 1
-        mem_rel = paths.get("memory", "/").lstrip("/")
-        mem_dirs = [os.path.join("/sys/fs/cgroup/memory", mem_rel), "/sys/fs/cgroup/memory"]
-        limit = _int_or_none(first(mem_dirs, "memory.limit_in_bytes"))
-        facts["memory_max"] = limit if limit is not None and limit < (1 << 60) else None
-        facts["memory_current"] = _int_or_none(first(mem_dirs, "memory.usage_in_bytes"))
-        events = first(mem_dirs, "memory.oom_control") or ""
-        cpu_rel = paths.get("cpu", "/").lstrip("/")
-        cpu_dirs = [
-            os.path.join(base, cpu_rel)
-            for base in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct")
-        ] + ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"]
-        quota = _int_or_none(first(cpu_dirs, "cpu.cfs_quota_us"))
-        period = _int_or_none(first(cpu_dirs, "cpu.cfs_period_us"))
-        if quota is not None and period:
-            facts["cpu_max"] = f"{'max' if quota < 0 else quota} {period}"
-            if quota > 0:
-                facts["cpu_quota_cores"] = round(quota / period, 3)
-    else:
-        events = ""
-    for line in events.splitlines():
-        key, _, value = line.partition(" ")
-        if key == "oom_kill":
-            facts["oom_kill"] = _int_or_none(value)
+    facts["boot_id"] = boot_id()
     return facts
 
 
@@ -239,31 +125,6 @@ def dmesg_facts(since_boot_s=None, limit: int = 10) -> dict:
     return dict(scan_kernel_log(out, since_boot_s, limit), readable=True, error=None)
 
 
-def disk_facts(path: str) -> dict:
-    """``df -h`` and ``df -i`` for PATH in one statvfs call (U6/U7: check both, always)."""
-    out = {"path": path, "exists": os.path.exists(path)}
-    try:
-        st = os.statvfs(path)
-    except OSError as exc:
-        out["error"] = exc.strerror or str(exc)
-        return out
-    total = st.f_blocks * st.f_frsize
-    free = st.f_bavail * st.f_frsize
-    used = (st.f_blocks - st.f_bfree) * st.f_frsize
-    inodes_used = st.f_files - st.f_ffree
-    out.update(
-        bytes_total=total,
-        bytes_used=used,
-        bytes_free=free,
-        bytes_pct=round(100.0 * used / (used + free), 1) if used + free else None,
-        inodes_total=st.f_files,
-        inodes_used=inodes_used,
-        inodes_free=st.f_favail,
-        inodes_pct=round(100.0 * inodes_used / st.f_files, 1) if st.f_files else None,
-    )
-    return out
-
-
 def nvidia_facts():
     rc, out, err = run_cmd(
         [
@@ -289,7 +150,7 @@ def nvidia_facts():
 
         gpus.append(
             {
-                "index": _int_or_none(cells[0]),
+                "index": int_or_none(cells[0]),
                 "name": cells[1],
                 "memory_used_mib": num(cells[2]),
                 "memory_total_mib": num(cells[3]),
@@ -297,43 +158,6 @@ def nvidia_facts():
             }
         )
     return {"present": bool(gpus), "error": None, "gpus": gpus}
-
-
-GPU_PY_SNIPPET = r"""
-import json, sys
-out = {"python": sys.version.split()[0], "executable": sys.executable, "torch": None,
-       "cuda_available": None, "torch_cuda": None, "device_count": None, "error": None}
-try:
-    import torch
-    out["torch"] = torch.__version__
-    out["torch_cuda"] = torch.version.cuda
-    out["cuda_available"] = bool(torch.cuda.is_available())
-    out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
-except ImportError as exc:
-    out["error"] = "torch not importable: %s" % exc
-except Exception as exc:
-    out["error"] = "%s: %s" % (type(exc).__name__, exc)
-print(json.dumps(out))
-"""
-
-
-def python_facts(python: str, timeout: float = 90.0) -> dict:
-    rc, out, err = run_cmd([python, "-c", GPU_PY_SNIPPET], timeout=timeout)
-    if rc == 0:
-        try:
-            facts = json.loads(out.strip().splitlines()[-1])
-            facts["ran"] = True
-            return facts
-        except (ValueError, IndexError):
-            pass
-    return {
-        "ran": False,
-        "python": None,
-        "executable": python,
-        "torch": None,
-        "cuda_available": None,
-        "error": (err or out or "").strip()[-300:] or f"exit {rc}",
-    }
 
 
 def tmux_facts(run_id) -> dict:
@@ -654,7 +478,7 @@ def probe(run_dir: str, dirs=None, gpu_python=None, tail: int = 20, use_dmesg=Tr
         state and state.get("boot_id") and boot["boot_id"] and state["boot_id"] != boot["boot_id"]
     )
     st = state or {}
-    runner_pid = st.get("runner_pid") or _int_or_none(_read(os.path.join(run_dir, "runner.pid")))
+    runner_pid = st.get("runner_pid") or int_or_none(read_text(os.path.join(run_dir, "runner.pid")))
     job = process_facts(st.get("pid"), st.get("pid_start"), same_boot)
     runner = process_facts(runner_pid, st.get("runner_pid_start"), same_boot)
     run_id = st.get("run_id") or spec.get("run_id")

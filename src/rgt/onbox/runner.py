@@ -45,7 +45,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import glob
 import hashlib
 import json
 import os
@@ -58,8 +57,20 @@ import threading
 import time
 import traceback
 
+from rgt.onbox._common import (
+    HASH_BUF_SIZE,
+    boot_id,
+    cgroup_facts,
+    disk_facts,
+    fsync_dir,
+    match_outputs,
+    proc_stat_fields,
+    read_json,
+    sha256_file,
+    write_json_atomic,
+)
+
 RUNNER_VERSION = 1
-BUF_SIZE = 1 << 20
 DISK_HINT = "disk or inode cap full on the durable tier — see AD4/U7 (df -h and df -i)"
 OTHER_SYNC_HINT = (
     "the durable copy failed; the data-disk copy stays authoritative until a pull is verified (U33)"
@@ -80,60 +91,11 @@ def now() -> float:
     return round(time.time(), 3)
 
 
-def read_json(path: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_json_atomic(path: str, obj) -> None:
-    """Write JSON so that readers see the old document or the new one, never a torn one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=1, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(directory)
-
-
-def _proc_stat_fields(pid: int):
-    """Fields of /proc/PID/stat from field 3 (state) on; None if the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except (OSError, ValueError):
-        return None
-    return data[data.rindex(b")") + 2 :].split()
-
-
 def proc_start_time(pid) -> int | None:
     """Field 22 of /proc/PID/stat: start time in clock ticks since boot (defeats pid reuse)."""
     if not pid:
         return None
-    fields = _proc_stat_fields(int(pid))
+    fields = proc_stat_fields(pid)
     return int(fields[19]) if fields else None
 
 
@@ -141,7 +103,7 @@ def pid_alive(pid, start=None) -> bool:
     """True if PID exists, is not a zombie, and (when given) started at START."""
     if not pid:
         return False
-    fields = _proc_stat_fields(int(pid))
+    fields = proc_stat_fields(pid)
     if fields is None:
         if os.path.isdir("/proc/self"):
             return False
@@ -167,50 +129,10 @@ def group_members(pgid: int) -> list:
     for name in names:
         if not name.isdigit():
             continue
-        fields = _proc_stat_fields(int(name))
+        fields = proc_stat_fields(name)
         if fields and fields[0] not in (b"Z", b"X") and int(fields[2]) == pgid:
             members.append(int(name))
     return members
-
-
-def boot_id() -> str | None:
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def cgroup_oom_kill() -> int | None:
-    """This cgroup's oom_kill counter (v2 memory.events, v1 memory.oom_control); None if unknown."""
-    try:
-        with open("/proc/self/cgroup", encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        lines = []
-    v2_path, v1_path = "/", "/"
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) == 3 and parts[0] == "0" and parts[1] == "":
-            v2_path = parts[2]
-        elif len(parts) == 3 and "memory" in parts[1].split(","):
-            v1_path = parts[2]
-    candidates = [
-        os.path.join("/sys/fs/cgroup", v2_path.lstrip("/"), "memory.events"),
-        "/sys/fs/cgroup/memory.events",
-        os.path.join("/sys/fs/cgroup/memory", v1_path.lstrip("/"), "memory.oom_control"),
-        "/sys/fs/cgroup/memory/memory.oom_control",
-    ]
-    for path in candidates:
-        try:
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
-        except (OSError, ValueError):
-            continue
-    return None
 
 
 def parse_secrets(text: str) -> dict:
@@ -262,54 +184,6 @@ def build_job_argv(command: str, setup: str | None = None, proxy_hook: str | Non
 # ----------------------------------------------------------------------------- outputs + sync
 
 
-def expand_outputs(patterns, workdir: str):
-    """Resolve declared outputs to [(absolute source, relative destination)] and missing patterns.
-
-    Relative patterns are globs under workdir (``**`` recursive); a matched directory is recursed.
-    Absolute paths inside workdir keep their path relative to it; others go under ``_abs/``.
-    """
-    workdir = os.path.abspath(workdir)
-    found, missing, seen = [], [], set()
-    for pattern in patterns or []:
-        full = pattern if os.path.isabs(pattern) else os.path.join(workdir, pattern)
-        matches = sorted(glob.glob(full, recursive=True))
-        files = []
-        for match in matches:
-            if os.path.isdir(match):
-                for root, dirs, names in os.walk(match):
-                    dirs.sort()
-                    files.extend(os.path.join(root, n) for n in sorted(names))
-            else:
-                files.append(match)
-        files = [f for f in files if os.path.isfile(f)]
-        if not files:
-            missing.append(pattern)
-            continue
-        for path in files:
-            path = os.path.abspath(path)
-            rel = os.path.relpath(path, workdir)
-            if rel == ".." or rel.startswith(".." + os.sep):
-                rel = os.path.join("_abs", path.lstrip(os.sep))
-            rel = rel.replace(os.sep, "/")
-            if rel not in seen:
-                seen.add(rel)
-                found.append((path, rel))
-    return found, missing
-
-
-def hash_file(path: str):
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while True:
-            block = f.read(BUF_SIZE)
-            if not block:
-                break
-            h.update(block)
-            size += len(block)
-    return size, h.hexdigest()
-
-
 class VerifyError(Exception):
     pass
 
@@ -323,7 +197,7 @@ def copy_verified(src: str, dst: str):
     try:
         with open(src, "rb") as fin, open(tmp, "wb") as fout:
             while True:
-                block = fin.read(BUF_SIZE)
+                block = fin.read(HASH_BUF_SIZE)
                 if not block:
                     break
                 h.update(block)
@@ -337,7 +211,7 @@ def copy_verified(src: str, dst: str):
             os.unlink(tmp)
         raise
     digest = h.hexdigest()
-    got_size, got_digest = hash_file(dst)
+    got_size, got_digest = sha256_file(dst)
     if got_size != size or got_digest != digest:
         raise VerifyError(
             f"verification failed for {dst}: wrote {size} bytes sha256 {digest}, "
@@ -349,19 +223,6 @@ def copy_verified(src: str, dst: str):
     except OSError:
         pass
     return size, digest
-
-
-def disk_facts(path: str):
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return None
-    return {
-        "bytes_free": st.f_bavail * st.f_frsize,
-        "bytes_total": st.f_blocks * st.f_frsize,
-        "inodes_free": st.f_favail,
-        "inodes_total": st.f_files,
-    }
 
 
 def sync_outputs(patterns, workdir: str, durable_dir: str) -> dict:
@@ -383,7 +244,9 @@ def sync_outputs(patterns, workdir: str, durable_dir: str) -> dict:
     }
     entries = []
     try:
-        files, missing = expand_outputs(patterns, workdir)
+        found, missing = match_outputs(workdir, patterns)
+        # a file outside the workdir keeps its absolute path under _abs/ of the durable dir
+        files = [(src, "_abs" + rel if rel.startswith("/") else rel) for src, rel in found]
         record["missing"] = missing
         if missing:
             record["error"] = (
@@ -562,7 +425,7 @@ class Runner:
             "host": socket.gethostname(),
             "boot_id": boot_id(),
             "detach": detach,
-            "oom_kill_at_start": cgroup_oom_kill(),
+            "oom_kill_at_start": cgroup_facts()["oom_kill"],
             "log": self.log_path,
             "sync": None,
             "error": None,
