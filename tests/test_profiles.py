@@ -87,22 +87,6 @@ def test_no_gotcha_id_of_the_source_documents_is_missing(profiles):
     assert cited - held == set()
 
 
-def test_meter_stop_rules_hold(profiles):
-    for profile in profiles.values():
-        stop = profile.meter_stop
-        assert stop.stops_compute_meter, profile.name
-        assert stop.irreversible == profile.facts.meter_stop_irreversible, profile.name
-        home = next(t for t in profile.storage.tiers if t.name == profile.storage.checkpoint_tier)
-        assert home.survives[stop.name] is True, profile.name
-
-
-def test_survival_matrix_is_full(profiles):
-    for profile in profiles.values():
-        actions = {a.name for a in profile.actions}
-        for tier in profile.storage.tiers:
-            assert set(tier.survives) == actions, (profile.name, tier.name)
-
-
 def test_every_detect_block_matches_its_examples(profiles):
     gotchas = list(universal_catalog().gotchas) + [g for p in profiles.values()
                                                    for g in p.gotchas]

@@ -55,6 +55,19 @@ def test_survival_matrix_must_cover_every_action(local_data):
     assert "missing actions ['reboot']" in _invalid(data)
 
 
+def test_survival_matrix_must_name_only_actions(local_data):
+    data = copy.deepcopy(local_data)
+    data["storage"]["tiers"][0]["survives"]["hibernate"] = True
+    assert "unknown actions ['hibernate']" in _invalid(data)
+
+
+def test_meter_stop_action_must_stop_the_compute_meter(local_data):
+    data = copy.deepcopy(local_data)
+    stop = next(a for a in data["actions"] if a["name"] == data["facts"]["meter_stop_verb"])
+    stop["stops_compute_meter"] = False
+    assert "must stop the compute meter" in _invalid(data)
+
+
 def test_unknown_keys_are_errors(local_data):
     data = copy.deepcopy(local_data)
     data["facts"]["meter_stop_verbb"] = "down"
