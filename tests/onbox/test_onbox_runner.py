@@ -30,6 +30,15 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def start_ready_job(make_run, launcher):
+    """Launch a job that prints "ready" then waits for code/go: (runner, run_dir, running state)."""
+    run_dir = make_run(WAIT_GO + 'print("ready", flush=True)\nwait_go()\n')
+    proc = launcher.start(run_dir)
+    running = wait_status(run_dir, "running")
+    wait_log(run_dir, "ready")
+    return proc, run_dir, running
+
+
 def test_success_writes_state_log_and_verified_durable_copy(make_run, launcher, tmp_path):
     durable = tmp_path / "durable" / "rgt" / "r1"
     job = (
@@ -123,11 +132,7 @@ def test_failed_setup_stops_before_the_command(make_run, launcher):
 
 
 def test_sigkilled_job_is_recorded_with_its_signal(make_run, launcher):
-    job = WAIT_GO + 'print("ready", flush=True)\nwait_go()\n'
-    run_dir = make_run(job)
-    launcher.start(run_dir)
-    running = wait_status(run_dir, "running")
-    wait_log(run_dir, "ready")
+    _, run_dir, running = start_ready_job(make_run, launcher)
 
     os.kill(running["pid"], signal.SIGKILL)
     state = wait_status(run_dir, ("succeeded", "failed", "sync-failed"))
@@ -141,11 +146,7 @@ def test_sigkilled_job_is_recorded_with_its_signal(make_run, launcher):
 
 
 def test_runner_and_job_sigkilled_is_vanished_not_running(make_run, launcher):
-    job = WAIT_GO + 'print("ready", flush=True)\nwait_go()\n'
-    run_dir = make_run(job)
-    proc = launcher.start(run_dir)
-    running = wait_status(run_dir, "running")
-    wait_log(run_dir, "ready")
+    proc, run_dir, running = start_ready_job(make_run, launcher)
 
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
@@ -281,11 +282,7 @@ wait_go()
 
 
 def test_second_launch_of_a_live_run_is_refused(make_run, launcher):
-    job = WAIT_GO + 'print("ready", flush=True)\nwait_go()\n'
-    run_dir = make_run(job)
-    first = launcher.start(run_dir)
-    running = wait_status(run_dir, "running")
-    wait_log(run_dir, "ready")
+    first, run_dir, running = start_ready_job(make_run, launcher)
 
     second = subprocess.run(
         [sys.executable, str(run_dir / "runner.py"), str(run_dir)],  # written by the launch
