@@ -16,6 +16,7 @@ import yaml
 from cli import rgt
 
 from rgt.lifecycle import watch
+from rgt.lifecycle.launch import launch
 from rgt.platforms.slurm import SlurmPlatform, parse_records
 from rgt.spec import load_spec
 
@@ -266,7 +267,7 @@ def test_memory_overrun_is_reported_with_slurm4_advice(slurm_cluster, slurm_box,
     spec_path = write_spec(tmp_path, name="hog", run=f"{PY} hog.py",
                            resources={"mem": "300M", "cpus": 1})
     (spec_path.parent / "hog.py").write_text(HOG)
-    run = SlurmPlatform().launch(store, box, load_spec(spec_path), "hog-1")
+    run, _ = launch(store, "hpc", load_spec(spec_path))
     slurm_cluster.wait_for_job(run.spec["platform_run"]["job_id"], timeout=90)
     summary = watch.refresh(store, box, run)
     if "survived" in "\n".join(summary["log_tail"]):
@@ -276,7 +277,7 @@ def test_memory_overrun_is_reported_with_slurm4_advice(slurm_cluster, slurm_box,
     assert "raise --mem" in summary["advice"] and "do not shrink the batch" in summary["advice"]
     advised = re.search(r"at least (\d+)M", summary["advice"])
     assert advised and 300 < int(advised[1]) < 1500, summary["advice"]  # MaxRSS × 1.2
-    assert store.run("hpc", "hog-1").status == "failed"
+    assert store.run("hpc", run.id).status == "failed"
 
 
 DIST = r"""
@@ -303,13 +304,13 @@ def test_torchrun_two_processes_through_the_generated_script(slurm_cluster, slur
         env={"RGT_NPROC_PER_NODE": "2", "RGT_RDZV_PORT": str(free_port()),
              "PATH": f"{BIN}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1"})
     (spec_path.parent / "dist.py").write_text(DIST)
-    run = SlurmPlatform().launch(store, box, load_spec(spec_path), "dist-1")
+    run, _ = launch(store, "hpc", load_spec(spec_path))
     script = Path(run.spec["platform_run"]["script"]).read_text()
     assert "torchrun --nnodes=$SLURM_NNODES --nproc-per-node=2" in script
     slurm_cluster.wait_for_job(run.spec["platform_run"]["job_id"], timeout=120)
     summary = watch.refresh(store, box, run)
     assert summary["status"] == "succeeded", summary
-    out = Path(box.durable_dir) / "rgt" / "dist-1" / "out"
+    out = Path(box.durable_dir) / "rgt" / run.id / "out"
     for rank in (0, 1):
         assert (out / f"rank{rank}.txt").read_text().split() == ["2", "3.0", str(rank)]
 
@@ -319,13 +320,13 @@ def test_stop_meter_scancels_live_jobs(slurm_cluster, slurm_box, tmp_path):
     spec_path = write_spec(tmp_path, name="idle", run="sleep 300",
                            resources={"mem": "100M", "cpus": 1})
     platform = SlurmPlatform()
-    run = platform.launch(store, box, load_spec(spec_path), "idle-1")
+    run, _ = launch(store, "hpc", load_spec(spec_path))
     job_id = run.spec["platform_run"]["job_id"]
     outcome = platform.stop_meter(store, box)
     assert outcome.startswith(f"scancel {job_id}: cancelled 1 live job"), outcome
     slurm_cluster.wait_for_job(job_id, timeout=30)
-    assert store.run("hpc", "idle-1").status == "cancelled"
-    summary = watch.refresh(store, box, store.run("hpc", "idle-1"))
+    assert store.run("hpc", run.id).status == "cancelled"
+    summary = watch.refresh(store, box, store.run("hpc", run.id))
     assert summary["status"] == "cancelled", summary
     assert platform.stop_meter(store, box).startswith("no live Slurm jobs")
 

@@ -38,6 +38,10 @@ class Layout:
         return cls(f"{box.data_dir}/rgt/{run_id}", f"{box.durable_dir}/rgt/{run_id}")
 
     @property
+    def run_id(self) -> str:
+        return self.run_dir.rsplit("/", 1)[-1]
+
+    @property
     def code(self) -> str:
         return f"{self.run_dir}/code"
 
@@ -69,12 +73,12 @@ def secret_values(spec: JobSpec) -> bytes:
     return ("\n".join(lines) + "\n").encode() if lines else b""
 
 
-def job_environment(spec: JobSpec, profile: Profile, layout: Layout, run_id: str) -> dict:
+def job_environment(spec: JobSpec, profile: Profile, layout: Layout) -> dict:
     env = dict(profile.network.mirror_env)
     if "HF_HOME" in profile.overrides and "{" not in profile.overrides["HF_HOME"]:
         env["HF_HOME"] = profile.overrides["HF_HOME"].split()[0]
     env.update(spec.env)
-    env.update({"RGT_RUN_ID": run_id, "RGT_RUN_DIR": layout.run_dir,
+    env.update({"RGT_RUN_ID": layout.run_id, "RGT_RUN_DIR": layout.run_dir,
                 "RGT_CKPT_DIR": layout.ckpt, "RGT_DURABLE_DIR": layout.durable_run_dir,
                 "RGT_OUT_DIR": layout.out})
     return env
@@ -118,57 +122,71 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
     secret_bytes = secret_values(spec)
     run_id = new_run_id(spec.name)
     layout = Layout.of(box, run_id)
+    spec = spec.model_copy(update={"setup": setup})
     transport = transport_for(box)
     try:
         refuse_second_launch(store, box, spec, transport)
+        push(store, transport, box, spec, layout, secret_bytes, progress=progress)
         if scheduled:
-            # e.g. Slurm: sbatch replaces the detached runner; the run record carries
-            # spec["platform_run"] so watch asks the platform, not the on-box probe.
-            return platform.launch(store, box, spec.model_copy(update={"setup": setup}),
-                                   run_id, dependency=dependency), notes
-        stats = transport.put(spec.workdir, layout.code, exclude=list(spec.exclude),
-                              progress=progress)
-        store.record("push", {"bytes_sent": stats.bytes_sent, "files": stats.files,
-                              "seconds": stats.seconds, "attempts": stats.attempts},
-                     box=box.name, run=run_id)
-        if secret_bytes:
-            write_file(transport, f"{layout.run_dir}/secrets.env", secret_bytes)
-        run_json = {
-            "run_id": run_id,
-            "command": spec.run,
-            "setup": setup,
-            "workdir": layout.code,
-            "env": job_environment(spec, profile, layout, run_id),
-            "proxy_hook": profile.network.proxy_hook,
-            "outputs": spec.outputs,
-            "durable_dir": layout.out,
-            "heartbeat_s": 5,
-        }
-        write_file(transport, f"{layout.run_dir}/run.json", json.dumps(run_json).encode())
-        write_file(transport, f"{layout.run_dir}/runner.py", script_source("runner"))
-        transport.run(f"mkdir -p {shlex.quote(layout.ckpt)}", timeout=30)
-        detach = start_detached(transport, profile, layout, run_id)
-        state = wait_for_state(transport, layout)
+            # e.g. Slurm: sbatch replaces the detached runner; `platform_run` in the run record
+            # tells watch to ask the platform, not the on-box probe.
+            detach, platform_run = platform.launch(transport, box, spec, layout,
+                                                   dependency=dependency)
+            status, extra = "starting", {"platform_run": platform_run}
+        else:
+            detach = start_runner(transport, profile, spec, layout)
+            status, extra = wait_for_state(transport, layout).get("status", "starting"), {}
     finally:
         transport.close()
     now = time.time()
     run = Run(id=run_id, box=box.name, job=spec.name, remote_dir=layout.run_dir,
-              spec={**spec.model_dump(mode="json"), "setup": setup,
-                    "durable_run_dir": layout.durable_run_dir, "detach": detach},
-              status=state.get("status", "starting"), exit_code=None, created=now, updated=now)
+              spec={**spec.model_dump(mode="json"), "durable_run_dir": layout.durable_run_dir,
+                    "detach": detach, **extra},
+              status=status, exit_code=None, created=now, updated=now)
     store.add_run(run)
     store.record("run", {"detach": detach, "status": run.status, "notes": notes},
                  box=box.name, run=run_id)
     return run, notes
 
 
-def start_detached(transport: Transport, profile: Profile, layout: Layout, run_id: str) -> str:
+def push(store: Store, transport: Transport, box: Box, spec: JobSpec, layout: Layout,
+         secret_bytes: bytes, *, progress=None) -> None:
+    """The workdir to RUN_DIR/code (resumable), then the secrets file (0600, from stdin)."""
+    stats = transport.put(spec.workdir, layout.code, exclude=list(spec.exclude),
+                          progress=progress)
+    store.record("push", {"bytes_sent": stats.bytes_sent, "files": stats.files,
+                          "seconds": stats.seconds, "attempts": stats.attempts},
+                 box=box.name, run=layout.run_id)
+    if secret_bytes:
+        write_file(transport, f"{layout.run_dir}/secrets.env", secret_bytes)
+
+
+def start_runner(transport: Transport, profile: Profile, spec: JobSpec, layout: Layout) -> str:
+    """Hand the job to the on-box runner, detached; returns how it was detached."""
+    run_json = {
+        "run_id": layout.run_id,
+        "command": spec.run,
+        "setup": spec.setup,
+        "workdir": layout.code,
+        "env": job_environment(spec, profile, layout),
+        "proxy_hook": profile.network.proxy_hook,
+        "outputs": spec.outputs,
+        "durable_dir": layout.out,
+        "heartbeat_s": 5,
+    }
+    write_file(transport, f"{layout.run_dir}/run.json", json.dumps(run_json).encode())
+    write_file(transport, f"{layout.run_dir}/runner.py", script_source("runner"))
+    transport.run(f"mkdir -p {shlex.quote(layout.ckpt)}", timeout=30)
+    return start_detached(transport, profile, layout)
+
+
+def start_detached(transport: Transport, profile: Profile, layout: Layout) -> str:
     """Start the runner so it outlives this connection: tmux if the box has it, else setsid."""
     runner = f"python3 {shlex.quote(layout.run_dir + '/runner.py')} {shlex.quote(layout.run_dir)}"
     log = shlex.quote(f"{layout.run_dir}/runner.out")
     wants_tmux = profile.facts.detach_primitive.startswith("tmux")
     if wants_tmux and transport.run("command -v tmux", check=False, timeout=30).ok:
-        session = f"rgt-{run_id}"
+        session = f"rgt-{layout.run_id}"
         transport.run(f"tmux new-session -d -s {shlex.quote(session)} "
                       f"{shlex.quote(runner + ' >' + log + ' 2>&1')}", timeout=30)
         return f"tmux:{session}"

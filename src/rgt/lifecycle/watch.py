@@ -45,17 +45,17 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
     gated = platform.gate(store, box, run) if hasattr(platform, "gate") else None
     if gated is not None:
         summary = gated
-    elif platform is not None and hasattr(platform, "refresh") and run.spec.get("platform_run"):
-        summary = platform.refresh(store, box, run)
     else:
         own = transport is None
         transport = transport or transport_for(box)
         try:
-            report = probe(transport, box, run)
+            if hasattr(platform, "refresh") and run.spec.get("platform_run"):
+                summary = platform.refresh(store, box, run, transport)
+            else:
+                summary = summarize(probe(transport, box, run))
         finally:
             if own:
                 transport.close()
-        summary = summarize(report)
         if summary["status"] == "vanished" and run.status in ("paused", "resuming"):
             waited = time.time() - run.updated if run.status == "resuming" else 0.0
             if waited < RESUME_GRACE_S:

@@ -25,8 +25,10 @@ class Platform(Protocol):
     def stop_meter(self, store: Any, box: Any) -> str:
         """Run the profile's meter-stop verb through the API; return what happened."""
 
-    def launch(self, store: Any, box: Any, spec: Any, run_id: str) -> Any:
-        """Start a run the platform's way (e.g. sbatch) instead of the detached runner."""
+    def launch(self, transport: Any, box: Any, spec: Any, layout: Any, *,
+               dependency: str | None = None) -> tuple[str, dict[str, Any]]:
+        """Start a pushed run the platform's way (e.g. sbatch) instead of the detached runner;
+        return how it is detached and the `platform_run` record that `refresh` reads."""
 
     def dependency_on(self, earlier: Any) -> str:
         """The scheduler option that starts a run once `earlier` succeeded (`rgt run --after`);
@@ -35,7 +37,7 @@ class Platform(Protocol):
     def audit(self, transport: Any, box: Any) -> dict[str, Any]:
         """What `rgt audit` adds for this platform (partitions, limits …), with verdicts."""
 
-    def refresh(self, store: Any, box: Any, run: Any) -> dict[str, Any]:
+    def refresh(self, store: Any, box: Any, run: Any, transport: Any) -> dict[str, Any]:
         """The state of a run the platform launched (`launch`): squeue/sacct instead of a probe."""
 
     def gate(self, store: Any, box: Any, run: Any) -> dict[str, Any] | None:

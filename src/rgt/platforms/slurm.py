@@ -37,11 +37,11 @@ from typing import Any
 
 from rgt.errors import UserError
 from rgt.lifecycle.boxes import transport_for
-from rgt.lifecycle.launch import Layout, job_environment, secret_values
+from rgt.lifecycle.launch import Layout, job_environment
 from rgt.lifecycle.onbox import write_file
 from rgt.profiles import load_profile
 from rgt.spec import JobSpec
-from rgt.store import Box, Run, Store
+from rgt.store import TERMINAL, Box, Run, Store
 from rgt.transport import Transport
 
 EXIT_PREEMPTED = 85          # rgt.ckpt.EXIT_PREEMPTED: "checkpointed on a signal, requeue me"
@@ -874,7 +874,7 @@ class SlurmPlatform:
         profile = load_profile(box.profile)
         layout = Layout.of(box, run_id)
         paths = ScriptPaths.of(layout, array=bool(spec.grid))
-        env = job_environment(spec, profile, layout, run_id)
+        env = job_environment(spec, profile, layout)
         hook = profile.network.proxy_hook
         if spec.grid:
             script, cells = render_array_script(spec, spec.grid, run_id=run_id, paths=paths,
@@ -897,70 +897,52 @@ class SlurmPlatform:
                             "never start. Fix and rerun that stage first")
         return dependency_option(str(job_id))
 
-    def launch(self, store: Store, box: Box, spec: JobSpec, run_id: str, *,
-               dependency: str | None = None) -> Run:
-        layout = Layout.of(box, run_id)
-        script, cells, paths = self._script(box, spec, run_id, dependency)
-        secret_bytes = secret_values(spec)
-        transport = transport_for(box)
-        try:
-            stats = transport.put(spec.workdir, layout.code, exclude=list(spec.exclude))
-            store.record("push", {"bytes_sent": stats.bytes_sent, "files": stats.files,
-                                  "seconds": stats.seconds, "attempts": stats.attempts},
-                         box=box.name, run=run_id)
-            if secret_bytes:
-                write_file(transport, f"{layout.run_dir}/secrets.env", secret_bytes)
-            script_path = f"{layout.run_dir}/job.sbatch"
-            write_file(transport, script_path, script.encode(), mode="700")
-            if cells:
-                write_file(transport, f"{layout.run_dir}/cells.json",
-                           json.dumps(cells).encode(), mode="644")
-            transport.run(f"mkdir -p {shlex.quote(layout.ckpt)} {shlex.quote(layout.out)}",
-                          timeout=30)
-            job_id = submit(transport, script_path, cwd=layout.run_dir)
-            log = paths.log.replace("%j", job_id).replace("%A", job_id)
-            if not cells:  # `rgt logs` reads RUN_DIR/log
-                transport.run(f"ln -sfn {shlex.quote(log)} {shlex.quote(layout.run_dir + '/log')}",
-                              check=False, timeout=30)
-        finally:
-            transport.close()
-        now = time.time()
-        run = Run(id=run_id, box=box.name, job=spec.name, remote_dir=layout.run_dir,
-                  spec={**spec.model_dump(mode="json"), "durable_run_dir": layout.durable_run_dir,
-                        "detach": f"sbatch:{job_id}",
-                        "platform_run": {"kind": "slurm", "job_id": job_id, "log": log,
-                                         "script": script_path, "cells": len(cells) or None}},
-                  status="starting", exit_code=None, created=now, updated=now)
-        store.add_run(run)
-        store.record("run", {"detach": "sbatch", "job_id": job_id, "status": run.status},
-                     box=box.name, run=run_id)
-        return run
+    def launch(self, transport: Transport, box: Box, spec: JobSpec, layout: Layout, *,
+               dependency: str | None = None) -> tuple[str, dict[str, Any]]:
+        """Write the batch script beside the pushed code and sbatch it.
 
-    def refresh(self, store: Store, box: Box, run: Run) -> dict[str, Any]:
+        Returns how the run is detached and the `platform_run` record watch, logs and pull
+        read (job id, log path, script, number of sweep cells).
+        """
+        script, cells, paths = self._script(box, spec, layout.run_id, dependency)
+        script_path = f"{layout.run_dir}/job.sbatch"
+        write_file(transport, script_path, script.encode(), mode="700")
+        if cells:
+            write_file(transport, f"{layout.run_dir}/cells.json", json.dumps(cells).encode(),
+                       mode="644")
+        transport.run(f"mkdir -p {shlex.quote(layout.ckpt)} {shlex.quote(layout.out)}",
+                      timeout=30)
+        job_id = submit(transport, script_path, cwd=layout.run_dir)
+        log = paths.log.replace("%j", job_id).replace("%A", job_id)
+        if not cells:  # `rgt logs` reads RUN_DIR/log
+            transport.run(f"ln -sfn {shlex.quote(log)} {shlex.quote(layout.run_dir + '/log')}",
+                          check=False, timeout=30)
+        return f"sbatch:{job_id}", {"kind": "slurm", "job_id": job_id, "log": log,
+                                    "script": script_path, "cells": len(cells) or None}
+
+    def refresh(self, store: Store, box: Box, run: Run, transport: Transport) -> dict[str, Any]:
         info = run.spec.get("platform_run") or {}
         job_id = str(info.get("job_id") or "")
-        transport = transport_for(box)
-        try:
-            records, source = job_records(transport, job_id)
-            log = self._log(transport, info, records)
-            rss = None
-            if records and any("OUT_OF_MEMORY" in (r.get("JobState") or "") for r in records):
-                rss = sacct_max_rss_kb(transport, job_id)
-        finally:
-            transport.close()
+        records, source = job_records(transport, job_id)
+        log = self._log(transport, info, records)
+        rss = None
+        if records and any("OUT_OF_MEMORY" in (r.get("JobState") or "") for r in records):
+            rss = sacct_max_rss_kb(transport, job_id)
         if not records:
             # Gone from squeue/scontrol and no accounting: keep what we last knew.
-            summary = _summary(run.status, exit_code=run.exit_code, log=log,
-                               causes=[f"job {job_id} is no longer known to Slurm "
-                                       "(no accounting, no completion log); last known "
-                                       f"status {run.status}"])
-            return summary
+            return _summary(run.status, exit_code=run.exit_code, log=log,
+                            causes=[f"job {job_id} is no longer known to Slurm "
+                                    "(no accounting, no completion log); last known "
+                                    f"status {run.status}"])
         summary = summarize_jobs(records, log, max_rss_kb=rss)
         summary["slurm"]["source"] = source
         summary["slurm"]["job_id"] = job_id
-        # `rgt ls` shows walltime used where other platforms show dollars
-        store.update_run(run.id, spec={**run.spec, "platform_run": {
-            **info, "walltime_s": round(summary["slurm"]["walltime_s"], 1)}})
+        # `rgt ls` shows walltime used where other platforms show dollars; a minute's drift
+        # is worth a write, a poll's is not
+        walltime = round(summary["slurm"]["walltime_s"], 1)
+        if abs(walltime - (info.get("walltime_s") or 0)) >= 60 or summary["status"] in TERMINAL:
+            run.spec = {**run.spec, "platform_run": {**info, "walltime_s": walltime}}
+            store.update_run(run.id, spec=run.spec)
         return summary
 
     @staticmethod
