@@ -119,6 +119,20 @@ def pid_alive(pid, start=None) -> bool:
     return start is None or int(fields[19]) == int(start)
 
 
+def still_live(state: dict):
+    """Why a run whose state.json is STATE must not be launched again (None when it may be)."""
+    if state.get("status") not in LIVE_STATUSES:
+        return None
+    if pid_alive(state.get("runner_pid"), state.get("runner_pid_start")):
+        return f"runner pid {state.get('runner_pid')} of this run is alive"
+    if pid_alive(state.get("pid"), state.get("pid_start")):
+        return (
+            f"job pid {state.get('pid')} of this run is still alive (its runner is gone); "
+            "stop it first"
+        )
+    return None
+
+
 def group_members(pgid: int) -> list:
     """Live (non-zombie) pids whose process group is PGID."""
     members = []
@@ -359,14 +373,9 @@ class Runner:
         except OSError:
             raise Refused(f"another runner holds {self.run_dir}/runner.lock") from None
         previous = read_json(self.state_path) or {}
-        if previous.get("status") in LIVE_STATUSES:
-            if pid_alive(previous.get("runner_pid"), previous.get("runner_pid_start")):
-                raise Refused(f"runner pid {previous.get('runner_pid')} of this run is alive")
-            if pid_alive(previous.get("pid"), previous.get("pid_start")):
-                raise Refused(
-                    f"job pid {previous.get('pid')} of this run is still alive (its runner is "
-                    "gone); stop it first"
-                )
+        reason = still_live(previous)
+        if reason:
+            raise Refused(reason)
         self.previous = previous
 
     # -- signals
@@ -602,10 +611,7 @@ def detach(run_dir: str, wait_s: float = 15.0) -> int:
     run_dir = os.path.abspath(run_dir)
     state_path = os.path.join(run_dir, "state.json")
     before = read_json(state_path) or {}
-    if before.get("status") in LIVE_STATUSES and (
-        pid_alive(before.get("runner_pid"), before.get("runner_pid_start"))
-        or pid_alive(before.get("pid"), before.get("pid_start"))
-    ):
+    if still_live(before):
         print(json.dumps({"refused": True, "run_dir": run_dir, "state": before}))
         return EXIT_REFUSED
     sys.stdout.flush()
