@@ -197,7 +197,9 @@ Subsystem sftp {SFTP_SERVER}
         """
         if self.proc is None:
             return
-        victims = [self.proc.pid] + [p for p in _children(self.proc.pid) if _comm(p) == "sshd"]
+        # per-connection processes: "sshd" up to OpenSSH 9.7, "sshd-session" from 9.8
+        sessions = [p for p in _children(self.proc.pid) if _comm(p) in ("sshd", "sshd-session")]
+        victims = [self.proc.pid, *sessions]
         for pid in victims:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
