@@ -118,3 +118,15 @@ def test_text_in_square_brackets_is_shown_verbatim(tmp_path: Path):
     search = rgt("gotcha", "search", "No space left on device [/dev/sda1]")
     assert search.returncode == 0, search.stderr
     assert "[/dev/sda1]" in search.stdout and "U7" in search.stdout
+
+
+def test_usage_errors_are_messages_not_tracebacks():
+    for args, says in ((("compare", "autodl"), "Missing argument"),
+                       (("profiles", "--bogus"), "No such option"),
+                       (("no-such-command",), "No such command")):
+        result = rgt(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert says in result.stderr and "Traceback" not in result.stderr, result.stderr
+    bare = rgt()
+    assert "Usage" in bare.stdout and "profiles" in bare.stdout
+    assert "Traceback" not in bare.stderr, bare.stderr

@@ -33,21 +33,10 @@ _register()
 
 
 def main() -> None:
+    # Typer renders usage errors, --help, Ctrl-C and a closed pipe, and exits with their codes;
+    # only our own errors come back out of it.
     try:
-        code = app(standalone_mode=False)  # returns a typer.Exit code instead of exiting
+        app()
     except UserError as err:
         err_console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
         sys.exit(err.exit_code)
-    except typer.Exit as exit_:
-        sys.exit(exit_.exit_code)
-    except typer.Abort:
-        err_console.print("aborted")
-        sys.exit(130)
-    except Exception as err:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(err, click.ClickException):
-            err.show()
-            sys.exit(err.exit_code)
-        raise
-    sys.exit(code if isinstance(code, int) else 0)
