@@ -51,7 +51,7 @@ def demo_job(directory: Path, steps: int) -> Path:
 
 @app.command()
 def demo(
-    steps: Annotated[int, typer.Option(help="Training steps.")] = 600,
+    steps: Annotated[int, typer.Option(min=1, help="Training steps.")] = 600,
     keep: Annotated[bool, typer.Option(help="Leave the box up (skip the teardown).")] = False,
 ) -> None:
     """Run the whole lifecycle on this machine: up → run → watch → pull → verify → down."""
