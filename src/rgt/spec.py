@@ -103,25 +103,19 @@ class JobSpec(BaseModel):
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        bad = [k for k in value if not ENV_NAME.match(k)]
-        if bad:
-            raise ValueError(f"not valid environment variable names: {bad}")
+        _require_names(value, "not valid environment variable names")
         return value
 
     @field_validator("secrets")
     @classmethod
     def _secret_names(cls, value: list[str]) -> list[str]:
-        bad = [k for k in value if not ENV_NAME.match(k)]
-        if bad:
-            raise ValueError(f"secrets are environment variable NAMES, not values: {bad}")
+        _require_names(value, "secrets are environment variable NAMES, not values")
         return value
 
     @field_validator("grid")
     @classmethod
     def _grid(cls, value: dict[str, list]) -> dict[str, list]:
-        bad = [k for k in value if not ENV_NAME.match(k)]
-        if bad:
-            raise ValueError(f"grid parameters must be identifiers, got {bad}")
+        _require_names(value, "grid parameters must be identifiers")
         empty = [k for k, v in value.items() if not v]
         if empty:
             raise ValueError(f"grid parameters need at least one value: {empty}")
@@ -134,6 +128,12 @@ class JobSpec(BaseModel):
         if bad:
             raise ValueError(f"outputs are paths inside the workdir, got {bad}")
         return value
+
+
+def _require_names(names, message: str) -> None:
+    bad = [k for k in names if not ENV_NAME.match(k)]
+    if bad:
+        raise ValueError(f"{message}: {bad}")
 
 
 def load_spec(path: Path) -> JobSpec:

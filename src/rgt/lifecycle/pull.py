@@ -7,7 +7,6 @@ hash or load as the box said it should is a failure, not a warning.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shlex
@@ -20,6 +19,7 @@ from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.launch import Layout
 from rgt.lifecycle.onbox import run_json
 from rgt.lifecycle.watch import refresh
+from rgt.onbox.manifest import sha256_file
 from rgt.store import LIVE, Run, Store
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt")
@@ -127,8 +127,8 @@ def verify_pulled(local: Path, manifest: dict[str, Any]) -> dict[str, Any]:
             problems.append(f"{entry['path']}: listed on the box, missing here")
             files.append({**record, "ok": False})
             continue
-        digest = _sha256(path)
-        record["sha256_ok"] = digest == entry["sha256"] and path.stat().st_size == entry["bytes"]
+        size, digest = sha256_file(str(path))  # the very function that hashed it on the box
+        record["sha256_ok"] = digest == entry["sha256"] and size == entry["bytes"]
         if not record["sha256_ok"]:
             problems.append(f"{entry['path']}: hash or size differs from the box's manifest")
         loaded = _load_check(path)
@@ -162,14 +162,6 @@ def _load_check(path: Path) -> tuple[bool, str] | None:
             return bool(result.loads), "loads" if result.loads else result.reason
         return bool(result.ok), result.reason
     return None
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -162,9 +162,13 @@ def wait_until_done(store: Store, box: Box, run: Run, *, poll_s: float = 2.0,
         if summary["status"] in TERMINAL:
             return summary
         if deadline is not None and time.monotonic() > deadline:
-            raise UserError(f"run {run.id} still {summary['status']} after {timeout_s:.0f} s; "
-                            f"it keeps running — check again with `rgt watch {box.name}`")
+            raise _still_going(box, run, summary, timeout_s)
         time.sleep(poll_s)
+
+
+def _still_going(box: Box, run: Run, summary: dict[str, Any], timeout_s: float) -> UserError:
+    return UserError(f"run {run.id} still {summary['status']} after {timeout_s:.0f} s; "
+                     f"it keeps running — check again with `rgt watch {box.name}`")
 
 
 def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
@@ -194,8 +198,7 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
         elif summary["status"] in TERMINAL:
             return summary
         if deadline is not None and time.monotonic() > deadline:
-            raise UserError(f"run {run.id} still {summary['status']} after {timeout_s:.0f} s; "
-                            f"it keeps running — check again with `rgt watch {box.name}`")
+            raise _still_going(box, run, summary, timeout_s)
         if not chunk:
             time.sleep(poll_s)
 
