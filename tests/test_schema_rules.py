@@ -68,6 +68,13 @@ def test_meter_stop_action_must_stop_the_compute_meter(local_data):
     assert "must stop the compute meter" in _invalid(data)
 
 
+def test_tier_names_are_unique(local_data):
+    """Else the survival rules would be checked on one of two same-named tiers only."""
+    data = copy.deepcopy(local_data)
+    data["storage"]["tiers"].append(copy.deepcopy(data["storage"]["tiers"][0]))
+    assert "duplicate tier names" in _invalid(data)
+
+
 def test_unknown_keys_are_errors(local_data):
     data = copy.deepcopy(local_data)
     data["facts"]["meter_stop_verbb"] = "down"

@@ -294,6 +294,8 @@ class Profile(Strict):
         if not stop.stops_compute_meter:
             raise ValueError(f"meter-stop action {stop.name!r} must stop the compute meter")
         tiers = {tier.name: tier for tier in self.storage.tiers}
+        if len(tiers) != len(self.storage.tiers):
+            raise ValueError(f"duplicate tier names in {[t.name for t in self.storage.tiers]}")
         for tier in tiers.values():
             missing = [n for n in names if n not in tier.survives]
             unknown = [a for a in tier.survives if a not in names]
