@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -128,6 +129,7 @@ class Store:
     # boxes -----------------------------------------------------------------------------
 
     def add_box(self, box: Box) -> None:
+        check_box_name(box.name)
         existing = self.find_box(box.name)
         if existing and existing.state == "up":
             raise UserError(f"a box named {box.name!r} is already up; pick another name or "
@@ -228,6 +230,17 @@ class Store:
             return None
         return Evidence(row["at"], row["box"], row["run"], row["kind"], bool(row["ok"]),
                         json.loads(row["detail"]))
+
+
+BOX_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+def check_box_name(name: str) -> None:
+    """A box name becomes a directory name (a local box's scratch, which `down` deletes) and a
+    word on command lines: letters, digits, `_`, `.`, `-`; no `/`, no leading dot."""
+    if not BOX_NAME.match(name):
+        raise UserError(f"box name {name!r} is not allowed: use letters, digits, '_', '.' and "
+                        "'-' (starting with a letter or digit, at most 63 characters)")
 
 
 def _box(row: sqlite3.Row) -> Box:

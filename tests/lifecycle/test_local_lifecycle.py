@@ -296,3 +296,14 @@ def test_sweeps_and_stages_need_a_scheduler(cli, tmp_path):
     result = cli("run", "box", str(plain), "--after", "anything")
     assert result.returncode == 2 and "--after needs a scheduler" in result.stderr
     assert not (scratch / "rgt").exists() or not any((scratch / "rgt").iterdir())
+
+
+def test_box_name_that_would_escape_its_directory_is_refused(cli, tmp_path):
+    """A local box's scratch is <RGT_HOME>/boxes/<name>/scratch and `down` deletes it."""
+    for bad in ("../../outside", "a/b", ".hidden", "with space", ""):
+        result = cli("up", bad)
+        assert result.returncode == 2 and "is not allowed" in result.stderr, (bad, result.stderr)
+    assert not (cli.home / "boxes").exists() or not any((cli.home / "boxes").iterdir())
+    assert not (cli.home.parent / "outside").exists()
+    negative = cli("up", "box", "--rate", "-1")
+    assert negative.returncode == 2 and "--rate" in negative.stderr

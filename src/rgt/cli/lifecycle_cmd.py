@@ -23,7 +23,7 @@ from rgt.lifecycle import smoke as smoke_mod
 from rgt.lifecycle import watch as watch_mod
 from rgt.platforms import platform_for
 from rgt.spec import load_spec
-from rgt.store import Store
+from rgt.store import Store, check_box_name
 
 BoxArg = Annotated[str, typer.Argument(help="The box's name, as given to `rgt up`.")]
 RunArg = Annotated[str | None, typer.Argument(help="Run id (a unique prefix will do); "
@@ -41,7 +41,8 @@ def up(
     user: Annotated[str | None, typer.Option(help="SSH user.")] = None,
     identity: Annotated[str | None, typer.Option(help="SSH private key file.")] = None,
     ssh_config: Annotated[str | None, typer.Option(help="An ssh config file (ssh -F).")] = None,
-    rate: Annotated[float | None, typer.Option(help="What the box costs, USD per hour.")] = None,
+    rate: Annotated[float | None, typer.Option(min=0, help="What the box costs, USD per hour.")
+                    ] = None,
     data_dir: Annotated[str | None, typer.Option(help="Override the profile's DATA_DIR.")] = None,
     durable_dir: Annotated[str | None, typer.Option(
         help="Override the profile's DURABLE_DIR.")] = None,
@@ -62,6 +63,7 @@ def up(
 
     With --profile lambda or vastai and no --ssh/--host: rent one through the API first.
     """
+    check_box_name(name)  # before anything is rented or created on its behalf
     store = Store()
     rental = cloud.Rental(gpu=gpu, region=region, filesystem=filesystem, ssh_key=ssh_key,
                           wait=wait, offer=offer, image=image, disk=disk, bid=bid,
