@@ -123,7 +123,7 @@ def universal_catalog() -> UniversalCatalog:
 class GotchaHit:
     gotcha: Gotcha
     platform: str  # profile name, or "universal"
-    why: str  # "detect pattern", "probe", "symptom text", "id"
+    why: str  # "detect pattern" or "symptom text"
 
 
 def _all_gotchas() -> Iterator[tuple[str, Gotcha]]:
