@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 from cloudkit import VAST_KEY, rgt_cli
@@ -84,6 +85,34 @@ def test_create_waits_through_loading_and_registers(vast_api, store, sshd_server
     assert box.connection["port"] == sshd_server.port  # the mapped port, not 22 (VAST6)
     assert box.extra["instance_id"] == 9000001 and box.extra["ssh"].startswith("direct")
     assert box.rate == pytest.approx(0.35) and "uname" in box.extra
+
+
+def test_an_instance_that_never_answers_ssh_is_reported_billing(vast_api, store):
+    _market(vast_api)
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        vast_api.ssh_port = sock.getsockname()[1]
+    messages: list[str] = []
+    with pytest.raises(UserError) as err:
+        vastai.vast_up(store, "v", 102, IMAGE, 40, on_wait=messages.append)
+    text = str(err.value)
+    assert "instance 9000001 is running (and BILLING)" in text and "destroy it" in text
+    assert f"ssh -p {vast_api.ssh_port} root@127.0.0.1" in text and "cannot reach" in text
+    assert sum("SSH not answering yet" in m for m in messages) == 9  # 10 tries, then the error
+    assert store.find_box("v") is None
+
+
+def test_a_registration_error_other_than_ssh_is_not_retried(vast_api, store, sshd_server):
+    _market(vast_api)
+    vast_api.ssh_port = sshd_server.port
+    messages: list[str] = []
+    with pytest.raises(UserError) as err:
+        vastai.vast_up(store, "v", 102, IMAGE, 40, on_wait=messages.append,
+                       identity=str(sshd_server.client_key), data_dir="/proc/rgt-unwritable")
+    assert "(and BILLING)" in str(err.value) and "cannot create /proc/rgt-unwritable" in str(
+        err.value)
+    assert not any("SSH not answering" in m for m in messages)
+    assert store.find_box("v") is None
 
 
 def test_bid_is_fixed_at_create(vast_api, store, sshd_server, tmp_path):

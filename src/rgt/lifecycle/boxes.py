@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
 from rgt.errors import UserError
 from rgt.profiles import Profile, load_profile
 from rgt.store import Box, Store, rgt_home
-from rgt.transport import LocalTransport, SshTarget, SshTransport, Transport, parse_ssh_command
+from rgt.transport import (
+    HostKeyChanged,
+    LocalTransport,
+    SshTarget,
+    SshTransport,
+    Transport,
+    TransportError,
+    parse_ssh_command,
+)
 
 
 def known_hosts_file() -> Path:
@@ -118,3 +127,22 @@ def up(store: Store, name: str, profile_name: str, target: SshTarget | None, *,
     store.record("up", {"profile": profile.name, "uname": uname, "connection": connection,
                         "data_dir": box.data_dir, "durable_dir": box.durable_dir}, box=name)
     return box, profile, first
+
+
+def up_when_answering(store: Store, name: str, profile_name: str, target: SshTarget, *,
+                      rate: float | None, data_dir: str | None, durable_dir: str | None,
+                      on_retry: Callable[[str], None], attempts: int = 10,
+                      pause_s: float = 3.0) -> Box:
+    """`up` for an instance that was just created: retry while it is not answering SSH yet
+    (refused, timing out, our key not installed yet); any other error at once."""
+    for attempt in range(1, attempts + 1):
+        try:
+            box, _, _ = up(store, name, profile_name, target, rate=rate, data_dir=data_dir,
+                           durable_dir=durable_dir)
+            return box
+        except TransportError as err:
+            if isinstance(err, HostKeyChanged) or attempt == attempts:
+                raise
+            on_retry(f"SSH not answering yet ({err}); retrying")
+            time.sleep(pause_s)
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -245,8 +245,17 @@ def lambda_up(store: Store, name: str, gpu: str = "H100:1", region: str | None =
                        identity=None if identity is None else Path(identity).expanduser())
     # Without a filesystem there is no durable tier on the box: results must be pulled home.
     durable = durable_dir or (f"/lambda/nfs/{fs['name']}" if fs else data_dir or "/home/ubuntu")
-    box = _register(store, name, "lambda", target, rate=itype.usd_per_hour, data_dir=data_dir,
-                    durable_dir=durable, boxes=boxes, instance=instance_id, on_wait=on_wait)
+    try:
+        box = boxes.up_when_answering(store, name, "lambda", target, rate=itype.usd_per_hour,
+                                      data_dir=data_dir, durable_dir=durable, on_retry=on_wait,
+                                      pause_s=min(3.0, poll_interval()))
+    except UserError as err:
+        port = f" -p {ssh_port}" if ssh_port else ""
+        raise UserError(f"Lambda instance {instance_id} is up (and BILLING) but registering it "
+                        f"over SSH as {target.user}@{target.host} failed: {err}. Fix that and "
+                        f"register it with `rgt up {name} --profile lambda --ssh 'ssh{port} "
+                        f"{target.user}@{target.host}'`, or terminate it in the console "
+                        f"({CONSOLE})") from None
     extra = {**box.extra, "platform": "lambda", "instance_id": instance_id,
              "instance_type": itype.name, "region": where, "ip": ip}
     if fs:
@@ -256,26 +265,6 @@ def lambda_up(store: Store, name: str, gpu: str = "H100:1", region: str | None =
                           "pull results home before `rgt down` (LAM1)"]
     store.update_box(name, extra=extra)
     return store.box(name)
-
-
-def _register(store: Store, name: str, profile: str, target: SshTarget, *, rate: float | None,
-              data_dir: str | None, durable_dir: str | None, boxes: Any, instance: str,
-              on_wait: Notify, attempts: int = 10) -> Box:
-    """`rgt up` for the new instance, retrying while its sshd is still starting."""
-    for attempt in range(attempts):
-        try:
-            box, _, _ = boxes.up(store, name, profile, target, rate=rate, data_dir=data_dir,
-                                 durable_dir=durable_dir)
-            return box
-        except UserError as err:
-            if attempt == attempts - 1:
-                raise UserError(f"instance {instance} is up (and BILLING) but SSH to "
-                                f"{target.user}@{target.host} failed: {err}. Fix SSH and "
-                                f"register it with `rgt up`, or terminate it in the console"
-                                ) from None
-            on_wait(f"SSH not answering yet ({err}); retrying")
-            time.sleep(min(3.0, poll_interval()))
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 # status and teardown -----------------------------------------------------------------------

@@ -341,9 +341,16 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
     host, port, kind = ssh_endpoint(inst)
     target = SshTarget(host=host, port=port, user="root",
                        identity=Path(identity).expanduser() if identity else None)
-    box = _register(store, name, target, rate=bid if bid is not None else offer.usd_per_hour,
-                    data_dir=data_dir, durable_dir=durable_dir or data_dir, boxes=boxes,
-                    instance_id=instance_id, on_wait=on_wait)
+    try:
+        box = boxes.up_when_answering(
+            store, name, "vastai", target, rate=bid if bid is not None else offer.usd_per_hour,
+            data_dir=data_dir, durable_dir=durable_dir or data_dir, on_retry=on_wait,
+            pause_s=min(3.0, poll_interval()))
+    except UserError as err:
+        raise UserError(f"vast.ai instance {instance_id} is running (and BILLING) but registering "
+                        f"it over SSH at {host}:{port} failed: {err}. Fix that and register it "
+                        f"with `rgt up {name} --profile vastai --ssh 'ssh -p {port} "
+                        f"root@{host}'`, or destroy it in the console") from None
     extra = {**box.extra, "platform": "vastai", "instance_id": instance_id, "offer_id": offer.id,
              "image": image, "disk_gb": disk_gb, "ssh": f"{kind} {host}:{port}",
              "interruptible_bid": bid,
@@ -353,25 +360,6 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
                        "(destroy deletes the disk, VAST2)"]}
     store.update_box(name, extra=extra)
     return store.box(name)
-
-
-def _register(store: Store, name: str, target: SshTarget, *, rate: float, data_dir: str,
-              durable_dir: str, boxes: Any, instance_id: int, on_wait: Notify,
-              attempts: int = 10) -> Box:
-    for attempt in range(attempts):
-        try:
-            box, _, _ = boxes.up(store, name, "vastai", target, rate=rate, data_dir=data_dir,
-                                 durable_dir=durable_dir)
-            return box
-        except UserError as err:
-            if attempt == attempts - 1:
-                raise UserError(f"vast.ai instance {instance_id} is running (and BILLING) but "
-                                f"SSH to {target.host}:{target.port} failed: {err}. Fix SSH and "
-                                f"register it with `rgt up`, or destroy it in the console"
-                                ) from None
-            on_wait(f"SSH not answering yet ({err}); retrying")
-            time.sleep(min(3.0, poll_interval()))
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 # status ------------------------------------------------------------------------------------
