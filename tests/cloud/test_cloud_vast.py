@@ -186,6 +186,7 @@ def test_preempted_shows_paused_and_scheduling_turns_stuck(vast_api, store):
     inst.update(actual_status="scheduling", status_msg="Scheduling: waiting for GPU")
     first = vastai.instance_status(store, store.box("v"))
     assert first["state"] == "scheduling" and "scheduling_since" in store.box("v").extra
+    assert first["ssh"] == "proxy ssh5.vast.ai:31234"  # the fake's proxy endpoint
     store.update_box("v", extra={**store.box("v").extra, "scheduling_since": 1.0})  # long ago
     stuck = vastai.instance_status(store, store.box("v"))
     assert stuck["state"] == "stuck-scheduling" and stuck["gotcha"] == "VAST3"

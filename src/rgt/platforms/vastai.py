@@ -437,8 +437,10 @@ def instance_status(store: Store, box: Box,
     status = vast_status(inst, scheduling_for_s=now - since if since else 0.0,
                          stuck_after_s=stuck_after_s)
     if inst is not None:
-        with_ssh = _has_ssh(inst)
-        status["ssh"] = "{} {}:{}".format(*reversed(ssh_endpoint(inst))) if with_ssh else None
+        status["ssh"] = None
+        if _has_ssh(inst):
+            host, port, kind = ssh_endpoint(inst)
+            status["ssh"] = f"{kind} {host}:{port}"  # as `vast_up` records it
     return {"instance_id": instance_id, **status}
 
 
