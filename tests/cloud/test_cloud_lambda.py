@@ -24,7 +24,7 @@ def _up(store, sshd, tmp_path, **kwargs):
 def test_launches_the_moment_capacity_appears(lambda_api, store, sshd_server, tmp_path):
     lambda_api.grant_after["gpu_1x_h100_pcie"] = (3, "us-west-1")  # no capacity for 3 polls
     lambda_api.add_filesystem("ckpts", "us-west-1", bytes_used=50 * 2**30)
-    box, messages = _up(store, sshd_server, tmp_path, filesystem="ckpts",
+    box, messages = _up(store, sshd_server, tmp_path, filesystem="ckpts", ssh_key="laptop",
                         durable_dir=str(tmp_path / "nfs"))
     assert lambda_api.type_polls == 4
     assert sum("no capacity" in m and "LAM5" in m for m in messages) == 3
@@ -63,6 +63,13 @@ def test_filesystem_in_another_region_refused_before_launch(lambda_api, store):
     assert "us-east-1" in str(err.value) and "us-west-1" in str(err.value)
     assert "LAM2" in str(err.value)
     assert not lambda_api.calls("POST", "/instance-operations/launch")
+    assert not lambda_api.calls("GET", "/instance-types")
+
+
+def test_unknown_ssh_key_refused_before_waiting_for_capacity(lambda_api, store):
+    with pytest.raises(UserError, match="no SSH key named 'desktop' \\(yours: laptop\\)"):
+        lambda_cloud.lambda_up(store, "lam", "H100:1", ssh_key="desktop")
+    assert lambda_api.calls("GET", "/ssh-keys")
     assert not lambda_api.calls("GET", "/instance-types")
 
 

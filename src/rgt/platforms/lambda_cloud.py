@@ -129,13 +129,16 @@ def filesystem_billing_line(fs: dict[str, Any]) -> str:
 # launch ----------------------------------------------------------------------------------
 
 def _ssh_key_name(api: ApiClient, ssh_key: str | None) -> str:
+    """The key Lambda installs: the one named, checked now rather than at launch (after the wait
+    for capacity), or the account's only one."""
+    names = [k.get("name", "?") for k in api.get("/ssh-keys").get("data", [])]
+    if ssh_key in names or (ssh_key is None and len(names) == 1):
+        return ssh_key or names[0]
+    yours = ", ".join(names) or "none yet"
     if ssh_key:
-        return ssh_key
-    keys = api.get("/ssh-keys").get("data", [])
-    if len(keys) == 1:
-        return keys[0]["name"]
-    names = ", ".join(k.get("name", "?") for k in keys) or "none yet"
-    raise UserError(f"pick the SSH key Lambda should install with --ssh-key NAME (yours: {names});"
+        raise UserError(f"Lambda has no SSH key named {ssh_key!r} (yours: {yours}); add it in "
+                        "the console (SSH keys) or pick one of yours with --ssh-key")
+    raise UserError(f"pick the SSH key Lambda should install with --ssh-key NAME (yours: {yours});"
                     " add one in the console (SSH keys) if you have none")
 
 
