@@ -43,6 +43,12 @@ def test_rent_is_a_hidden_alias_of_up(lambda_api, store):
     (["--profile", "lambda"], "--gpu TYPE:COUNT"),
     (["--profile", "lambda", "--gpu", "H100:1", "--rate", "2"], "--rate"),
     (["--profile", "vastai", "--offer", "102", "--image", IMAGE, "--port", "22"], "VAST6"),
+    (["--profile", "vastai", "--offer", "102", "--image", IMAGE, "--disk", "0"], "VAST10"),
+    (["--profile", "vastai", "--offer", "102", "--image", IMAGE, "--disk", "nan"], "--disk nan"),
+    (["--profile", "vastai", "--offer", "102", "--image", IMAGE, "--disk", "inf"], "--disk inf"),
+    (["--profile", "vastai", "--offer", "102", "--image", IMAGE, "--bid", "nan"], "--bid nan"),
+    (["--profile", "vastai", "--offer", "102", "--image", IMAGE, "--bid", "-1"], "--bid -1"),
+    (["--profile", "lambda", "--gpu", "H100:1", "--wait", "nan"], "--wait"),
 ])
 def test_wrong_combinations_are_one_clear_line(lambda_api, vast_api, args, says):
     result = rgt_cli("up", "x", *args)

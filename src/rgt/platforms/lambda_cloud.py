@@ -23,6 +23,7 @@ The key is `LAMBDA_API_KEY`, read from the environment by name (never argv, neve
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable
@@ -208,6 +209,8 @@ def lambda_up(store: Store, name: str, gpu: str = "H100:1", region: str | None =
     existing = store.find_box(name)
     if existing and existing.state == "up":
         raise UserError(f"a box named {name!r} is already up; pick another name")
+    if math.isnan(wait_s):
+        raise UserError("--wait: give the seconds to wait for capacity, e.g. --wait 3600")
     poll_s = poll_interval() if poll_s is None else poll_s
     with client() as api:
         fs = None

@@ -28,6 +28,7 @@ The key is `VAST_API_KEY`, read from the environment by name (never argv, never 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -299,9 +300,12 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
     existing = store.find_box(name)
     if existing and existing.state == "up":
         raise UserError(f"a box named {name!r} is already up; pick another name")
-    if disk_gb < 10:
-        raise UserError("--disk must be at least 10 GB, and it can never grow later: "
+    if not (math.isfinite(disk_gb) and disk_gb >= 10):
+        raise UserError(f"--disk {disk_gb:g}: give at least 10 GB, and it can never grow later: "
                         "over-provision for the image, caches and checkpoints (VAST10)")
+    if bid is not None and not (math.isfinite(bid) and bid > 0):
+        raise UserError(f"--bid {bid:g}: give the most you will pay, in USD per hour (e.g. "
+                        "--bid 0.2)")
     poll_s = poll_interval() if poll_s is None else poll_s
     env = secret_env(list(secrets))
     _refuse_secrets_in_onstart(onstart, env)
