@@ -56,6 +56,21 @@ def test_offers_cli_json(vast_api):
             "driver_version", "disk_gb"} <= set(rows[0])
 
 
+def test_offers_cli_says_what_matched_nothing(vast_api):
+    _market(vast_api)
+    none = rgt_cli("offers", "--gpu", "B200")
+    assert none.returncode == 1 and none.stdout == ""
+    assert none.stderr.strip() == ("no B200 offers match (reliability ≥ 0.98); check the GPU "
+                                   "name (RTX_4090, H100_SXM) or loosen --max-price or "
+                                   "--min-reliability")
+    capped = rgt_cli("offers", "--max-price", "0.1")
+    assert "(max $0.1/h, reliability ≥ 0.98)" in capped.stderr
+    bad = rgt_cli("offers", "--limit", "0")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "error: --limit 0: give the number of offers to show, 1 or more"]
+    assert len(vast_api.calls("GET", "/bundles")) == 2  # the bad --limit asked nothing
+
+
 def test_cli_401_names_the_variable_and_never_prints_the_key(vast_api, monkeypatch):
     monkeypatch.setenv("VAST_API_KEY", "bad-" + VAST_KEY)
     result = rgt_cli("offers")

@@ -211,8 +211,10 @@ def offers(
         print(json.dumps([o.as_row() for o in rows], indent=2))
         return
     if not rows:
-        err_console.print(f"no {gpu} offers match (max ${max_price}/h, reliability ≥ "
-                          f"{min_reliability}); loosen --max-price or --min-reliability")
+        price = "" if max_price is None else f"max ${max_price:g}/h, "
+        err_console.print(f"no {gpu} offers match ({price}reliability ≥ {min_reliability:g}); "
+                          "check the GPU name (RTX_4090, H100_SXM) or loosen --max-price or "
+                          "--min-reliability", highlight=False)
         raise typer.Exit(1)
     table = Table(title=f"vast.ai {gpu} offers (verified, direct SSH)", title_justify="left")
     for column in ("offer", "gpus", "$/h", "bandwidth $/GB up/down", "reliability",

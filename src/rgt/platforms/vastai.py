@@ -138,9 +138,11 @@ def offers(gpu: str = "RTX_4090", max_price: float | None = None, *, num_gpus: i
 
     The filters are also applied here, not only sent: a marketplace answer is a claim.
     """
+    if limit < 1:
+        raise UserError(f"--limit {limit}: give the number of offers to show, 1 or more")
     q = offer_query(gpu, num_gpus=num_gpus, max_price=max_price,
                     min_reliability=min_reliability, verified=verified, direct=direct,
-                    interruptible=interruptible)
+                    interruptible=interruptible, limit=max(limit, 64))
     with client() as api:
         rows = api.get("/bundles/", q=json.dumps(q)).get("offers", [])
     found = [Offer.from_api(o) for o in rows]
