@@ -5,18 +5,12 @@ rented boxes: no destroy reaches the API until the run is pulled and verified.""
 from __future__ import annotations
 
 from boxkit import write_job
-from cloudkit import rgt_cli
+from cloudkit import IMAGE, rent_vast, rgt_cli
 from fake_vast_api import offer
-
-IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
 
 
 def test_destroy_refused_without_evidence_then_confirmed(vast_api, sshd_server, tmp_path):
-    vast_api.offers = [offer(102, dph=0.35)]
-    vast_api.ssh_port = sshd_server.port
-    rent = rgt_cli("up", "v", "--profile", "vastai", "--offer", "102", "--image", IMAGE,
-                   "--disk", "20", "--identity", str(sshd_server.client_key),
-                   "--data-dir", str(tmp_path / "workspace"))
+    rent = rent_vast(vast_api, sshd_server, tmp_path / "workspace", "v", offer(102, dph=0.35))
     assert rent.returncode == 0, rent.stderr
     assert "instance 9000001" in rent.stdout and "loading" in rent.stderr
     assert "First vastai box" in rent.stdout  # danger clocks on first contact, as `up --ssh`
@@ -47,11 +41,7 @@ def test_destroy_refused_without_evidence_then_confirmed(vast_api, sshd_server, 
 
 def test_discarding_a_paused_instance_destroys_it_without_ssh(vast_api, sshd_server, tmp_path):
     """A preempted container answers no SSH: giving its run up must still reach destroy."""
-    vast_api.offers = [offer(103, dph=0.2)]
-    vast_api.ssh_port = sshd_server.port
-    rent = rgt_cli("up", "p", "--profile", "vastai", "--offer", "103", "--image", IMAGE,
-                   "--disk", "20", "--identity", str(sshd_server.client_key),
-                   "--data-dir", str(tmp_path / "workspace"))
+    rent = rent_vast(vast_api, sshd_server, tmp_path / "workspace", "p", offer(103, dph=0.2))
     assert rent.returncode == 0, rent.stderr
     run = rgt_cli("run", "p", str(write_job(tmp_path / "job", run="sleep 300")))
     assert run.returncode == 0, run.stderr

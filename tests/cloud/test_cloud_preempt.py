@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from boxkit import wait_for, write_job
-from cloudkit import rgt_cli
+from cloudkit import IMAGE, rent_vast, rgt_cli
 from fake_vast_api import offer
 
 import rgt
@@ -25,7 +25,6 @@ from rgt.lifecycle import watch
 from rgt.lifecycle.boxes import transport_for
 from rgt.store import Box, Run
 
-IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
 PY = sys.executable  # the "box" is this machine: the interpreter that has torch
 SRC = str(Path(rgt.__file__).resolve().parents[1])  # rgt importable in the job, however installed
 
@@ -38,11 +37,10 @@ def _ok(*args: str, timeout: float = 120):
 
 def test_preempted_run_reads_paused_then_resumes_from_its_checkpoint_via_onstart(
         vast_api, store, sshd_server, tmp_path):
-    vast_api.offers = [offer(102, dph=0.35, min_bid=0.10)]
-    vast_api.ssh_port = sshd_server.port
     workspace = tmp_path / "workspace"
-    _ok("up", "v", "--profile", "vastai", "--offer", "102", "--image", IMAGE, "--disk", "20",
-        "--bid", "0.2", "--identity", str(sshd_server.client_key), "--data-dir", str(workspace))
+    rent = rent_vast(vast_api, sshd_server, workspace, "v", offer(102, dph=0.35, min_bid=0.10),
+                     "--bid", "0.2")
+    assert rent.returncode == 0, rent.stderr
     instance_id = store.box("v").extra["instance_id"]
     onstart = vast_api.instances[instance_id]["_onstart"]  # what the container start runs
 
@@ -101,8 +99,7 @@ def test_preempted_run_reads_paused_then_resumes_from_its_checkpoint_via_onstart
 
 def _box_with_run(store, vast_api, status: str = "running") -> tuple[Box, Run, int]:
     vast_api.offers = [offer(102)]
-    instance_id = vast_api._create(102, {"image": IMAGE, "disk": 20, "runtype": "ssh_direct"})[1][
-        "new_contract"]
+    instance_id = vast_api.add_instance(102, IMAGE)
     store.add_box(Box("v", "vastai", {"host": "127.0.0.1", "port": 9}, "/workspace",
                       "/workspace", 0.3, "up", 0, extra={"instance_id": instance_id}))
     now = time.time()

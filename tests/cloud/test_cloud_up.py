@@ -5,10 +5,8 @@ Wrong combinations end as one line on stderr, before any request reaches an API.
 from __future__ import annotations
 
 import pytest
-from cloudkit import rgt_cli
+from cloudkit import IMAGE, rgt_cli
 from fake_vast_api import offer
-
-IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
 
 
 def test_up_rents_on_lambda_and_registers_the_instance(lambda_api, store, sshd_server,

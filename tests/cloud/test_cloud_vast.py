@@ -6,7 +6,7 @@ import json
 import socket
 
 import pytest
-from cloudkit import VAST_KEY, rgt_cli
+from cloudkit import IMAGE, VAST_KEY, rgt_cli
 from fake_vast_api import offer
 
 from rgt.errors import UserError
@@ -14,7 +14,6 @@ from rgt.platforms import vastai
 
 SAFE = {"verified": {"eq": True}, "rentable": {"eq": True}, "direct_port_count": {"gte": 1},
         "reliability2": {"gte": 0.98}}
-IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
 
 
 def _market(fake):
@@ -191,8 +190,7 @@ def test_preempted_shows_paused_and_scheduling_turns_stuck(vast_api, store):
     from rgt.store import Box
 
     _market(vast_api)
-    instance_id = vast_api._create(102, {"image": IMAGE, "disk": 20, "runtype": "ssh_direct"})[1][
-        "new_contract"]
+    instance_id = vast_api.add_instance(102, IMAGE)
     inst = vast_api.instances[instance_id]
     inst.update(_boot=[], actual_status="exited", cur_state="stopped", status_msg="outbid")
     store.add_box(Box("v", "vastai", {"host": "127.0.0.1"}, "/workspace", "/workspace", 0.3,
@@ -214,8 +212,7 @@ def test_stop_warns_that_the_disk_keeps_billing(vast_api, store):
     from rgt.store import Box
 
     _market(vast_api)
-    instance_id = vast_api._create(102, {"image": IMAGE, "disk": 20, "runtype": "ssh_direct"})[1][
-        "new_contract"]
+    instance_id = vast_api.add_instance(102, IMAGE)
     box = Box("v", "vastai", {"host": "h"}, "/w", "/w", 0.3, "up", 0,
               extra={"instance_id": instance_id})
     message = vastai.set_state(box, "stopped")

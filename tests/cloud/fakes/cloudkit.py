@@ -1,20 +1,24 @@
-"""Shared by the cloud tests: the fake keys and the CLI with the cloud verbs registered."""
+"""Shared by the cloud tests: the fake keys, the real CLI, and renting on the fake vast.ai."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
+from pathlib import Path
+from typing import Any
+
+from cli import rgt as rgt_cli  # noqa: F401  (tests/cli.py: the real command line)
 
 LAMBDA_KEY = "secret_lambda-key-3f9a1c"
 VAST_KEY = "vastkey-7d02e4b1c9"
+IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
 
 
-def rgt_cli(*args: str, input: str | None = None, timeout: float = 120
-            ) -> subprocess.CompletedProcess:
-    """The real command line with the cloud verbs registered (until the lead imports
-    `rgt.cli.cloud_cmd` in rgt.cli._register, importing it here is what adds them)."""
-    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
-    code = "import rgt.cli.cloud_cmd; from rgt.cli import main; main()"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=env, timeout=timeout, input=input)
+def rent_vast(vast_api: Any, sshd: Any, workspace: Path, name: str, offer_row: dict[str, Any],
+              *more: str) -> subprocess.CompletedProcess:
+    """`rgt up NAME --profile vastai` on the only offer, `offer_row`: the fake API maps the new
+    instance's 22/tcp to the real sshd, so the "instance" is this machine."""
+    vast_api.offers = [offer_row]
+    vast_api.ssh_port = sshd.port
+    return rgt_cli("up", name, "--profile", "vastai", "--offer", str(offer_row["id"]),
+                   "--image", IMAGE, "--disk", "20", "--identity", str(sshd.client_key),
+                   "--data-dir", str(workspace), *more)

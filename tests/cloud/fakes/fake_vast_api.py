@@ -80,6 +80,13 @@ class FakeVast(FakeApi):
                                            intended_status="running", cur_state="running",
                                            status_msg="success, running")
 
+    def add_instance(self, offer_id: int, image: str) -> int:
+        """An instance created on `offer_id` as `rgt up` creates one (a direct SSH port)."""
+        status, answer = self._create(offer_id, {"image": image, "disk": 20,
+                                                 "runtype": "ssh_direct"})
+        assert status == 200, answer
+        return answer["new_contract"]
+
     def set_state(self, instance_id: int, **fields: Any) -> None:
         self.instances[instance_id].update(_boot=[], **fields)
 
