@@ -87,7 +87,10 @@ def test_fake_rejects_what_lambda_rejects(lambda_api):
         api.post("/instance-operations/launch", {**body, "file_system_names": [],
                                                  "region_name": "us-east-1"})
     assert err.value.code == "instance-operations/launch/insufficient-capacity"
-    for bad in ({"region_name": "mars-1"}, {"instance_type_name": "gpu_9x_nope"}):
+    lambda_api.add_filesystem("more", "us-east-1")
+    for bad in ({"region_name": "mars-1"}, {"instance_type_name": "gpu_9x_nope"},
+                {"ssh_key_names": ["laptop", "laptop"]}, {"ssh_key_names": ["desktop"]},
+                {"file_system_names": ["ckpts", "more"], "region_name": "us-east-1"}):
         with pytest.raises(ApiError) as err:
             api.post("/instance-operations/launch", {**body, **bad})
         assert err.value.status == 400 and err.value.code == "global/invalid-parameters"

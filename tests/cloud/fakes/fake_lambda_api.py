@@ -152,6 +152,9 @@ class FakeLambda(FakeApi):
         if body.get("quantity", 1) != 1:
             return _err(400, "global/invalid-parameters", "quantity must be 1 here")
         fs_names = body.get("file_system_names") or []
+        if len(fs_names) > 1:
+            return _err(400, "global/invalid-parameters",
+                        "Currently, only one (if any) file system may be specified")
         for fs_name in fs_names:
             fs = next((f for f in self.filesystems if f["name"] == fs_name), None)
             if fs is None:
