@@ -36,13 +36,10 @@ RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 class ApiError(UserError):
     """The control plane refused a request (a 4xx other than 401/403, or retries ran out)."""
 
-    def __init__(self, message: str, *, status: int | None = None, code: str = "",
-                 api_message: str = "", suggestion: str = "") -> None:
+    def __init__(self, message: str, *, status: int | None = None, code: str = "") -> None:
         super().__init__(message)
         self.status = status
         self.code = code
-        self.api_message = api_message
-        self.suggestion = suggestion
 
 
 class ApiClient:
@@ -165,8 +162,7 @@ class ApiClient:
             text += f" — {suggestion}"
         if extra:
             text += f" ({extra})"
-        return ApiError(text, status=response.status_code, code=code, api_message=message,
-                        suggestion=suggestion)
+        return ApiError(text, status=response.status_code, code=code)
 
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params=params or None)
