@@ -307,3 +307,6 @@ def test_box_name_that_would_escape_its_directory_is_refused(cli, tmp_path):
     assert not (cli.home.parent / "outside").exists()
     negative = cli("up", "box", "--rate", "-1")
     assert negative.returncode == 2 and "--rate" in negative.stderr
+    relative = cli("up", "box", "--data-dir", "rel/data")
+    assert relative.returncode == 2 and "must be an absolute path" in relative.stderr
+    assert not (Path.cwd() / "rel").exists()

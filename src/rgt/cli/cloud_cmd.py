@@ -16,13 +16,12 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.panel import Panel
 from rich.table import Table
 
 from rgt.cli import app
-from rgt.cli.console import console, err_console
+from rgt.cli.console import console, err_console, print_registered
 from rgt.errors import UserError
-from rgt.store import Box, Store
+from rgt.store import Box, Store, check_box_name
 
 RENTABLE = ("lambda", "vastai")
 LAMBDA_PANEL = "Rent on Lambda Cloud (--profile lambda, without --ssh/--host)"
@@ -101,6 +100,7 @@ def rent_for_up(store: Store, name: str, profile: str, rental: Rental, *, connec
                 durable_dir: str | None) -> Box | None:
     """`rgt up`'s renting half: rent and register, or None when `up` should register a box the
     user rented by hand (--ssh/--host). Wrong combinations end as one UserError line."""
+    check_box_name(name)  # the hidden `rent` alias comes here first: refuse before renting
     lambda_flags, vast_flags = rental.flags("lambda"), rental.flags("vastai")
     given = lambda_flags + vast_flags
     if connected:
@@ -176,17 +176,10 @@ def _show_rented(box: Box, first: bool) -> None:
     console.print(f"[green]✓[/] box [bold]{escape(box.name)}[/] ({box.profile}) instance "
                   f"{box.extra.get('instance_id')} answers at "
                   f"{escape(str(box.connection.get('host')))}; ${box.rate or 0:.2f}/h")
-    console.print(f"  data    {escape(box.data_dir)}\n  durable {escape(box.durable_dir)}")
     for note in box.extra.get("notes", []):
         console.print(f"[yellow]note:[/] {escape(note)}")
-    if first:
-        prof = load_profile(box.profile)
-        lines = [f"[bold red]⚠ {escape(c)}[/]" for c in prof.surface.danger_clocks]
-        lines += [f"[green]✓[/] {escape(c)}" for c in prof.surface.conveniences]
-        console.print(Panel("\n".join(lines), title=f"First {prof.name} box: know this",
-                            expand=False))
-    console.print(f"Next: [bold]rgt audit {box.name}[/], then [bold]rgt run {box.name} "
-                  f"JOB.yaml[/]; [bold]rgt down {box.name}[/] stops the meter through the API")
+    print_registered(box, load_profile(box.profile), first,
+                     then=f"; [bold]rgt down {box.name}[/] stops the meter through the API")
 
 
 @app.command()

@@ -1,6 +1,8 @@
 """The two consoles every command writes to: results on stdout, diagnostics on stderr."""
 
 from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
 
 console = Console()
 err_console = Console(stderr=True)
@@ -18,3 +20,16 @@ def duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def print_registered(box, profile, first: bool, then: str = "") -> None:
+    """What every newly registered box shows: its directories, the platform's danger clocks
+    on the user's first box of that platform, and the next step."""
+    console.print(f"  data    {escape(box.data_dir)}\n  durable {escape(box.durable_dir)}")
+    if first:
+        lines = [f"[bold red]⚠ {escape(c)}[/]" for c in profile.surface.danger_clocks]
+        lines += [f"[green]✓[/] {escape(c)}" for c in profile.surface.conveniences]
+        console.print(Panel("\n".join(lines), title=f"First {profile.name} box: know this",
+                            expand=False))
+    console.print(f"Next: [bold]rgt audit {box.name}[/], then [bold]rgt run {box.name} "
+                  f"JOB.yaml[/]{then}")

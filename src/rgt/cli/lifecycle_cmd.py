@@ -13,7 +13,7 @@ from rich.table import Table
 
 from rgt.cli import app
 from rgt.cli import cloud_cmd as cloud
-from rgt.cli.console import console, duration, err_console
+from rgt.cli.console import console, duration, err_console, print_registered
 from rgt.errors import UserError
 from rgt.lifecycle import audit as audit_mod
 from rgt.lifecycle import boxes, launch, money
@@ -64,6 +64,7 @@ def up(
     With --profile lambda or vastai and no --ssh/--host: rent one through the API first.
     """
     check_box_name(name)  # before anything is rented or created on its behalf
+    boxes.check_dir_flags(data_dir, durable_dir)
     store = Store()
     rental = cloud.Rental(gpu=gpu, region=region, filesystem=filesystem, ssh_key=ssh_key,
                           wait=wait, offer=offer, image=image, disk=disk, bid=bid,
@@ -77,13 +78,7 @@ def up(
                                 durable_dir=durable_dir)
     console.print(f"[green]✓[/] box [bold]{name}[/] ({prof.name}) answers: "
                   f"{escape(box.extra.get('uname', ''))}")
-    console.print(f"  data    {escape(box.data_dir)}\n  durable {escape(box.durable_dir)}")
-    if first:
-        lines = [f"[bold red]⚠ {escape(c)}[/]" for c in prof.surface.danger_clocks]
-        lines += [f"[green]✓[/] {escape(c)}" for c in prof.surface.conveniences]
-        console.print(Panel("\n".join(lines), title=f"First {prof.name} box: know this",
-                            expand=False))
-    console.print(f"Next: [bold]rgt audit {name}[/], then [bold]rgt run {name} JOB.yaml[/]")
+    print_registered(box, prof, first)
 
 
 @app.command()

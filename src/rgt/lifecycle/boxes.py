@@ -85,10 +85,19 @@ def resolve_dir(template: str, *, box: str, home: str, flag: str, user: str = ""
     return path
 
 
+def check_dir_flags(data_dir: str | None, durable_dir: str | None) -> None:
+    """A relative path would land wherever the shell that runs a command happens to start."""
+    for flag, value in (("--data-dir", data_dir), ("--durable-dir", durable_dir)):
+        if value is not None and not value.startswith("/"):
+            raise UserError(f"{flag} {value!r} must be an absolute path on the box "
+                            "(e.g. /workspace/data)")
+
+
 def up(store: Store, name: str, profile_name: str, target: SshTarget | None, *,
        rate: float | None, data_dir: str | None, durable_dir: str | None) -> tuple[Box, Profile,
                                                                                bool]:
     """Register a box the user already rented; check it answers. Returns (box, profile, first)."""
+    check_dir_flags(data_dir, durable_dir)
     profile = load_profile(profile_name)
     if profile.facts.kind == "local" and target is not None:
         raise UserError("the local profile runs on this machine; drop --ssh/--host")
