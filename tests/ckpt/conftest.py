@@ -3,34 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 from sshd import free_port  # tests/ is on sys.path (tests/conftest.py)
-
-
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
-    """mount(options) -> a fresh tmpfs mounted with those options; unmounted in teardown."""
-    mounted: list[Path] = []
-
-    def mount(options: str) -> Path:
-        if os.geteuid() != 0:
-            pytest.skip("mounting a tmpfs needs root")
-        d = tmp_path / f"tmpfs{len(mounted)}"
-        d.mkdir()
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(d)],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            pytest.skip(f"cannot mount tmpfs ({options}): {r.stderr.strip()}")
-        mounted.append(d)
-        return d
-
-    yield mount
-    for d in reversed(mounted):
-        subprocess.run(["umount", str(d)], check=False)
 
 
 @pytest.fixture(scope="session")

@@ -162,15 +162,8 @@ def test_missing_secret_is_a_clear_error(cli, tmp_path):
 
 
 @pytest.fixture
-def tiny_inode_disk(tmp_path):
-    mount = tmp_path / "durable"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,nr_inodes=24", "tmpfs",
-                           str(mount)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount tmpfs (needs root): {done.stderr.strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+def tiny_inode_disk(tmpfs):
+    return tmpfs("size=16m,nr_inodes=24")
 
 
 def test_durable_tier_out_of_inodes_is_sync_failed(cli, tmp_path, tiny_inode_disk):

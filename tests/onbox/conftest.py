@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -114,25 +113,3 @@ def launcher():
     launch.cleanup()
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """Mount real tmpfs filesystems (size / nr_inodes caps); unmounted at teardown."""
-    mounted = []
-
-    def _mount(size: str = "16m", nr_inodes: int = 16) -> Path:
-        target = tmp_path / f"tmpfs-{uuid.uuid4().hex[:8]}"
-        target.mkdir()
-        result = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size},nr_inodes={nr_inodes}", "tmpfs", target],
-            capture_output=True,
-            text=True,
-        )
-        if result.returncode != 0:
-            pytest.skip(f"cannot mount tmpfs here (needs root): {result.stderr.strip()}")
-        mounted.append(target)
-        return target
-
-    yield _mount
-    for target in reversed(mounted):
-        if subprocess.run(["umount", target], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", target], capture_output=True)

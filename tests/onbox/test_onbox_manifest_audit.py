@@ -69,7 +69,7 @@ def test_manifest_complete_exits_zero(tmp_path):
 
 
 def test_audit_flags_a_nearly_inode_full_tier(tmp_path, tmpfs):
-    full = tmpfs(size="16m", nr_inodes=16)
+    full = tmpfs("size=16m,nr_inodes=16")
     for i in range(14):  # root dir + 14 files = 15 of 16 inodes
         (full / f"f{i}").write_text("x")
     roomy = tmp_path / "roomy"

@@ -206,7 +206,7 @@ wait_go()
 
 
 def test_sync_to_an_inode_capped_tier_is_sync_failed_not_success(make_run, launcher, tmpfs):
-    durable_mount = tmpfs(size="16m", nr_inodes=16)
+    durable_mount = tmpfs("size=16m,nr_inodes=16")
     durable = durable_mount / "rgt" / "r1"
     job = """
 import os
