@@ -1,18 +1,27 @@
-"""`rgt ckpt`: list and verify checkpoints (the same checks `rgt pull`/`verify` reuse)."""
+"""`rgt ckpt`: list and verify checkpoints of any format rgt knows (the checks `rgt pull` uses).
+
+rgt.ckpt files, torch pickles (Hugging Face's optimizer.pt / rng_state.pth, plain torch.save),
+Lightning .ckpt, safetensors, HF `checkpoint-N` and torch.distributed.checkpoint directories:
+see `rgt.ckpt.formats`. Each verdict says what was checked — hash, parse, load.
+"""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from rgt.ckpt import CheckpointNotFoundError, list_checkpoints, verify_file
+from rgt.ckpt import CheckpointNotFoundError, formats
 from rgt.cli.console import console, duration
 
 ckpt_app = typer.Typer(
     name="ckpt",
-    help="Inspect checkpoints written by rgt.ckpt: list them, verify one.",
+    help="Inspect checkpoints (rgt.ckpt, torch, Lightning, safetensors, HF checkpoint-N, "
+         "torch.distributed.checkpoint): list them, verify one.",
     no_args_is_help=True,
 )
 
@@ -21,57 +30,86 @@ ckpt_app = typer.Typer(
 def ls(
     directory: Path = typer.Argument(..., help="Checkpoint directory."),
     quick: bool = typer.Option(
-        False, "--quick", help="Check sidecars and sizes only; skip the sha256 of every file."
+        False, "--quick", help="Parse only: no sha256 of rgt.ckpt files, nothing loaded."
     ),
 ) -> None:
-    """List checkpoints: step, metric, bytes, age, verified."""
+    """List checkpoints: step, metric, bytes, age, verified (and how), kind."""
     if not directory.exists():
         raise CheckpointNotFoundError(f"no such checkpoint directory: {directory}")
     if not directory.is_dir():
         raise CheckpointNotFoundError(f"{directory} is not a directory (try `rgt ckpt verify`)")
-    infos = list_checkpoints(directory, verify=not quick)
-    if not infos:
+    found = formats.find(directory)
+    if not found:
         console.print(f"no checkpoints in {directory}")
         return
+    verdicts = sorted((formats.check(p, deep=not quick) for p in found),
+                      key=lambda v: (-1 if v.step is None else v.step, str(v.path)))
     table = Table(title=str(directory), title_justify="left")
     for col, just in (("step", "right"), ("metric", "right"), ("bytes", "right"),
-                      ("age", "right"), ("verified", "left"), ("file", "left")):
+                      ("age", "right"), ("verified", "left"), ("kind", "left"),
+                      ("file", "left")):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
-    for i in infos:
-        if i.problem is not None:
-            ver = f"[red]no[/]: {i.problem}"
-        elif i.verified is None:
+    for v in verdicts:
+        if not v.ok:
+            ver = f"[red]no[/]: {escape(v.note)}"
+        elif quick and v.kind == "rgt.ckpt":
             ver = "size ok"
         else:
-            ver = "[green]yes[/]" if i.verified else "[red]no[/]"
+            ver = f"[green]yes[/] ({v.how})" + ("; not unpickled" if "not unpickled" in v.note
+                                              else "")
         table.add_row(
-            str(i.step),
-            "-" if i.metric is None else f"{i.metric:.6g}",
-            "?" if i.bytes is None else f"{i.bytes:,}",
-            duration(i.age_s),
+            "?" if v.step is None else str(v.step),
+            "-" if v.metric is None else f"{v.metric:.6g}",
+            "?" if v.bytes is None else f"{v.bytes:,}",
+            duration(_age(v)),
             ver,
-            i.path.name,
+            v.kind,
+            escape(str(v.path.relative_to(directory)) if v.path != directory else v.path.name),
         )
     console.print(table)
 
 
+def _age(v: formats.Verdict) -> float | None:
+    if v.created is not None:
+        return max(0.0, time.time() - v.created)
+    try:
+        return max(0.0, time.time() - os.stat(v.path).st_mtime)
+    except OSError:
+        return None
+
+
 @ckpt_app.command("verify")
 def verify(
-    path: Path = typer.Argument(..., help="A checkpoint file (ckpt-*.pt) or its sidecar."),
-    no_load: bool = typer.Option(False, "--no-load", help="Check size and sha256 only."),
+    path: Path = typer.Argument(..., help="A checkpoint file, its rgt sidecar, or a checkpoint "
+                                          "directory (HF checkpoint-N, DCP)."),
+    no_load: bool = typer.Option(False, "--no-load", help="Check hashes and structure only."),
 ) -> None:
-    """Is the checkpoint whole (size + sha256 vs its sidecar), does it load, what step.
+    """Is the checkpoint whole, does it load, what step — and what was checked to say so.
 
-    Exits 0 when it is whole and loads, 1 when it is not.
+    Exits 0 when it is whole (and loads, where loading is safe), 1 when it is not.
     """
-    r = verify_file(path, load=not no_load)
-    loads = {True: "yes", False: "no", None: "not tried"}[r.loads]
+    path = path.expanduser()
+    if not path.exists():
+        raise CheckpointNotFoundError(f"no such checkpoint: {path}")
+    if path.is_dir() and formats.kind_of(path) is None:
+        raise CheckpointNotFoundError(
+            f"{path} is a directory of no known checkpoint layout; list what it holds with "
+            f"`rgt ckpt ls {path}`")
+    v = formats.check(path, load=not no_load)
+    loads = {True: "yes", False: "no", None: "not tried"}[v.loaded]
+    if v.parts and v.loaded is None:
+        loads = "yes" if any(p.loaded for p in v.parts) else loads
     console.print(
-        f"{'[green]OK[/]' if r.ok else '[red]DAMAGED[/]'} {r.path}  step={r.step}  "
-        f"bytes={r.bytes if r.bytes is not None else '?'}  loads={loads}"
-        + ("" if r.ok else f"  reason: {r.reason}"),
+        f"{'[green]OK[/]' if v.ok else '[red]DAMAGED[/]'} {escape(str(v.path))}  kind={v.kind}  "
+        f"step={v.step}  bytes={v.bytes if v.bytes is not None else '?'}  loads={loads}  "
+        f"checked={','.join(v.checked) or 'nothing'}"
+        + (f"  — {escape(v.note)}" if v.ok else f"  reason: {escape(v.note)}"),
         highlight=False,
         soft_wrap=True,
     )
-    if not r.ok:
+    for part in v.parts:
+        mark = "[green]ok[/]" if part.ok else "[red]BAD[/]"
+        console.print(f"  {mark} {escape(part.path.name)}: {escape(part.line())}",
+                      highlight=False, soft_wrap=True)
+    if not v.ok:
         raise typer.Exit(1)
