@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from boxkit import Rgt
 from sshd import SshServer, sshd_keys, sshd_server  # noqa: F401  (fixtures)
+from stockbox import stock_box  # noqa: F401  (fixture: boxes as images ship them)
 
 
 @pytest.fixture

@@ -82,9 +82,12 @@ def up(
 
 
 @app.command()
-def audit(name: BoxArg) -> None:
-    """Measure the box (disks, inodes, memory, GPUs, Python/torch) and judge it."""
-    report = audit_mod.audit(Store(), name)
+def audit(name: BoxArg,
+          job: Annotated[Path | None, typer.Option(
+              "--job", help="The job spec: check the python its `run` starts with (torch, "
+                            "CUDA) instead of the box's own.")] = None) -> None:
+    """Measure the box (disks, inodes, memory, GPUs, Python/torch, tools) and judge it."""
+    report = audit_mod.audit(Store(), name, load_spec(job) if job else None)
     table = Table(title=f"{name}: disks", title_justify="left")
     for column in ("path", "size", "free", "used %", "inodes used %"):
         table.add_column(column)
@@ -98,15 +101,27 @@ def audit(name: BoxArg) -> None:
     console.print(f"cpus {report.get('nproc')}  ram {_gb(report.get('ram_total'))}  "
                   f"cgroup {escape(_compact(report.get('cgroup')))}")
     console.print(f"gpus {escape(_compact(report.get('gpus')))}")
-    console.print(f"python {escape(str(python.get('python')))}  torch "
+    job_python = (report.get("job_python") or {}).get("command") or python.get("executable")
+    console.print(f"job python: {escape(str(job_python))} {escape(str(python.get('python')))} "
+                  f"({escape(str(python.get('executable')))})  torch "
                   f"{escape(str(python.get('torch')))}  cuda {python.get('cuda_available')}")
+    if interpreter := report.get("interpreter"):
+        console.print(f"rgt's scripts: {escape(str(interpreter.get('command')))} "
+                      f"{escape(str(interpreter.get('version')))} "
+                      f"({escape(str(interpreter.get('executable')))})")
+    if tools := report.get("tools"):
+        order = ["python3", "python", "rsync", "tmux", "bash"]  # the JSON comes back sorted
+        names = [t for t in order if t in tools] + sorted(set(tools) - set(order))
+        console.print("tools: " + ", ".join(
+            f"{escape(t)} {escape(str(tools[t].get('version') or '?'))}" if tools[t].get("path")
+            else f"{escape(t)} missing" for t in names))
     if report.get("scheduler"):
         _render_scheduler(name, report["scheduler"])
     failed = False
     for verdict in report.get("verdicts", []):
         level = verdict.get("level", "ok")
         failed |= level == "fail"
-        color = {"fail": "red", "warn": "yellow"}.get(level, "green")
+        color = {"fail": "red", "warn": "yellow", "note": "cyan"}.get(level, "green")
         console.print(f"[{color}]{level:4}[/] {escape(verdict.get('id') or '')} "
                       f"{escape(verdict.get('message', ''))}")
     if failed:

@@ -2,26 +2,53 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from typing import Any
 
-from rgt.lifecycle.boxes import transport_for
+from rgt.lifecycle.boxes import find_python, python_candidates, transport_for
 from rgt.lifecycle.onbox import run_json
 from rgt.platforms import platform_for
 from rgt.profiles import load_profile
+from rgt.spec import JobSpec
 from rgt.store import Store
 
+_PYTHON_WORD = re.compile(r"^(?:.*/)?python[0-9.]*$")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
-def audit(store: Store, box_name: str) -> dict[str, Any]:
+
+def spec_python(spec: JobSpec) -> str | None:
+    """The interpreter the job's `run` starts itself with (`python train.py`,
+    `/opt/conda/bin/python -m x`, `env A=1 python3 ...`), or None when it names none."""
+    for line in spec.run.splitlines():
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:
+            continue
+        while words and (words[0] in ("exec", "env", "nohup") or _ASSIGNMENT.match(words[0])):
+            words = words[1:]
+        if words and _PYTHON_WORD.match(words[0]):
+            return words[0]
+    return None
+
+
+def audit(store: Store, box_name: str, spec: JobSpec | None = None) -> dict[str, Any]:
+    """Audit the box; the job's interpreter (torch, CUDA) is the one `spec` runs with if it
+    names one, else the box's own (found at `up`: the profile's first, then python3, python)."""
     box = store.box(box_name)
     profile = load_profile(box.profile)
-    python = profile.launch.env_contract.python.split()[0]
     hf_cache = profile.overrides.get("HF_HOME", "~/.cache/huggingface").split()[0]
     if hf_cache.startswith("~") or "{" in hf_cache:
         hf_cache = "$HOME/.cache/huggingface"
+    named = spec_python(spec) if spec is not None else None
     transport = transport_for(box)
     try:
         home = transport.run('printf "%s" "$HOME"', timeout=30).stdout.strip()
         hf_cache = hf_cache.replace("$HOME", home)
+        # A box registered before `up` recorded its interpreter: look, as `up` now does.
+        box_python = box.extra.get("python") or find_python(
+            transport, python_candidates(profile)).command
+        python = named or box_python
         report = run_json(transport, "audit", "--dirs", box.data_dir, box.durable_dir,
                           "--py", python, "--hf-cache", hf_cache, timeout=180)
         platform = platform_for(box.profile)
@@ -31,7 +58,26 @@ def audit(store: Store, box_name: str) -> dict[str, Any]:
             report["verdicts"] = report.get("verdicts", []) + report["scheduler"]["verdicts"]
     finally:
         transport.close()
+    report["job_python"] = {"command": python, "from": "spec" if named else "box"}
+    if isinstance(report.get("interpreter"), dict):
+        report["interpreter"]["command"] = box_python
+    report["verdicts"] = report.get("verdicts", []) + _profile_python_verdicts(
+        profile.launch.env_contract.python, box_python)
     ok = not any(v.get("level") == "fail" for v in report.get("verdicts", []))
     store.add_evidence("audit", box.name, ok, report)
     store.record("audit", {"ok": ok, "verdicts": report.get("verdicts", [])}, box=box.name)
     return report
+
+
+def _profile_python_verdicts(profile_python: str, box_python: str) -> list[dict[str, str]]:
+    """Say so when the profile's interpreter was not usable on this box and another one runs
+    the job: a warning where the profile names a path (an image's environment, AutoDL's conda
+    base, AD6), a note where it names a command the box simply spells differently."""
+    wanted = profile_python.split()[0] if profile_python.split() else ""
+    if not wanted or wanted == box_python:
+        return []
+    level = "warn" if "/" in wanted else "note"
+    return [{"level": level, "id": "AD6",
+             "message": f"the profile's interpreter `{wanted}` is not usable on this box "
+                        f"(missing, or older than 3.8): rgt's scripts and the job get "
+                        f"{box_python}"}]

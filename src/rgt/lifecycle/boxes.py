@@ -5,13 +5,14 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rgt.errors import UserError
 from rgt.profiles import Profile, load_profile
 from rgt.store import Box, Store, rgt_home
 from rgt.transport import (
+    BashMissing,
     HostKeyChanged,
     LocalTransport,
     SshTarget,
@@ -27,9 +28,61 @@ def known_hosts_file() -> Path:
 
 
 def transport_for(box: Box) -> Transport:
+    # Boxes registered before `up` recorded an interpreter keep the old default.
+    python = box.extra.get("python") or "python3"
     if box.is_local:
-        return LocalTransport()
-    return SshTransport(target_from_json(box.connection), known_hosts=known_hosts_file())
+        return LocalTransport(python=python)
+    return SshTransport(target_from_json(box.connection), known_hosts=known_hosts_file(),
+                        python=python)
+
+
+MIN_PYTHON = (3, 8)
+"""The oldest Python rgt's on-box scripts (stdlib only) run on."""
+
+# Answers on Python 2 as well, so that a too-old `python` is named as such, not as broken.
+_VERSION_SNIPPET = ("import sys; v = sys.version_info; "
+                    "print('%d.%d.%d %s' % (v[0], v[1], v[2], sys.executable))")
+
+
+@dataclass(frozen=True)
+class BoxPython:
+    """The interpreter rgt's on-box scripts run with, as found at `up`."""
+
+    command: str  # as typed on the box: `python3`, `python`, /root/miniconda3/bin/python
+    version: str
+    executable: str
+
+
+def python_candidates(profile: Profile) -> list[str]:
+    """The profile's interpreter first (AutoDL: conda base's), then python3, then python."""
+    named = profile.launch.env_contract.python.split()
+    return list(dict.fromkeys([*named[:1], "python3", "python"]))
+
+
+def find_python(transport: Transport, candidates: list[str]) -> BoxPython:
+    """The first candidate that runs and is at least 3.8; a UserError naming each one tried."""
+    tried = []
+    for command in candidates:
+        shell = (f'"$HOME"/{shlex.quote(command[2:])}' if command.startswith("~/")
+                 else shlex.quote(command))
+        result = transport.run(f"{shell} -c {shlex.quote(_VERSION_SNIPPET)}", check=False,
+                               timeout=60)
+        words = result.stdout.strip().split(" ", 1) if result.ok else []
+        numbers = tuple(int(n) for n in words[0].split(".") if n.isdigit()) if words else ()
+        if len(numbers) == 3 and numbers >= MIN_PYTHON:
+            executable = words[1] if len(words) > 1 else command
+            # `~` does not expand once quoted: keep the path the interpreter reports instead.
+            return BoxPython(executable if command.startswith("~") else command, words[0],
+                             executable)
+        if len(numbers) == 3:
+            tried.append(f"{command} ({words[0]}: too old)")
+        elif result.rc == 127:
+            tried.append(f"{command} (not found)")
+        else:
+            tried.append(f"{command} (exit {result.rc})")
+    raise UserError(f"no Python {'.'.join(map(str, MIN_PYTHON))}+ on the box for rgt's on-box "
+                    f"scripts: tried {', '.join(tried)}; install one (`apt-get install python3`, "
+                    "`apk add python3`) or use an image that has it")
 
 
 def target_to_json(target: SshTarget) -> dict:
@@ -128,13 +181,17 @@ def up(store: Store, name: str, profile_name: str, target: SshTarget | None, *,
             raise UserError(f"cannot create {box.data_dir} / {box.durable_dir} on the box "
                             f"({made.stderr.strip() or 'mkdir failed'}); pass --data-dir and "
                             "--durable-dir with directories you can write")
+        # Found once, here: every later on-box script runs with it (transport_for).
+        python = find_python(transport, python_candidates(profile))
     finally:
         transport.close()
     first = not any(b.profile == profile.name for b in store.boxes())
-    box.extra = {"uname": uname}
+    box.extra = {"uname": uname, "python": python.command, "python_version": python.version,
+                 "python_executable": python.executable}
     store.add_box(box)
     store.record("up", {"profile": profile.name, "uname": uname, "connection": connection,
-                        "data_dir": box.data_dir, "durable_dir": box.durable_dir}, box=name)
+                        "data_dir": box.data_dir, "durable_dir": box.durable_dir,
+                        "python": python.command, "python_version": python.version}, box=name)
     return box, profile, first
 
 
@@ -150,7 +207,8 @@ def up_when_answering(store: Store, name: str, profile_name: str, target: SshTar
                            durable_dir=durable_dir)
             return box
         except TransportError as err:
-            if isinstance(err, HostKeyChanged) or attempt == attempts:
+            # A changed host key or a box without bash will not heal by waiting.
+            if isinstance(err, HostKeyChanged | BashMissing) or attempt == attempts:
                 raise
             on_retry(f"SSH not answering yet ({err}); retrying")
             time.sleep(pause_s)

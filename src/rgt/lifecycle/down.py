@@ -170,7 +170,8 @@ def _stop_live_runs(store: Store, box: Box) -> None:
                 state_file = shlex.quote(f"{run.remote_dir}/state.json")
                 try:
                     transport.run(
-                        f"pid=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))"
+                        f"pid=$({shlex.quote(transport.python)} -c 'import json,sys;"
+                        "print(json.load(open(sys.argv[1]))"
                         f".get(\"pid\") or \"\")' {state_file}); "
                         f"[ -n \"$pid\" ] && kill -TERM -- -$pid 2>/dev/null; true",
                         check=False, timeout=30)

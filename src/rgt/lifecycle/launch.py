@@ -136,6 +136,9 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
         else:
             detach = start_runner(transport, profile, spec, layout)
             status, extra = wait_for_state(transport, layout).get("status", "starting"), {}
+            if detach == "setsid" and profile.facts.detach_primitive.startswith("tmux"):
+                notes.append("no tmux on the box: the run is detached with setsid instead (it "
+                             "outlives this connection all the same; `rgt watch` follows it)")
     finally:
         transport.close()
     now = time.time()
@@ -176,13 +179,16 @@ def start_runner(transport: Transport, profile: Profile, spec: JobSpec, layout: 
     }
     write_file(transport, f"{layout.run_dir}/run.json", json.dumps(run_json).encode())
     write_file(transport, f"{layout.run_dir}/runner.py", script_source("runner"))
+    # What a relaunch after a container restart starts the runner with (vast.ai's onstart).
+    write_file(transport, f"{layout.run_dir}/interpreter", f"{transport.python}\n".encode())
     transport.run(f"mkdir -p {shlex.quote(layout.ckpt)}", timeout=30)
     return start_detached(transport, profile, layout)
 
 
 def start_detached(transport: Transport, profile: Profile, layout: Layout) -> str:
     """Start the runner so it outlives this connection: tmux if the box has it, else setsid."""
-    runner = f"python3 {shlex.quote(layout.run_dir + '/runner.py')} {shlex.quote(layout.run_dir)}"
+    runner = (f"{shlex.quote(transport.python)} {shlex.quote(layout.run_dir + '/runner.py')} "
+              f"{shlex.quote(layout.run_dir)}")
     log = shlex.quote(f"{layout.run_dir}/runner.out")
     wants_tmux = profile.facts.detach_primitive.startswith("tmux")
     if wants_tmux and transport.run("command -v tmux", check=False, timeout=30).ok:

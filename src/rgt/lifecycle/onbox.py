@@ -13,8 +13,9 @@ from rgt.transport import Transport
 
 def run_json(transport: Transport, name: str, *args: str, timeout: float = 120,
              ok_codes: tuple[int, ...] = (0,)) -> Any:
-    """Run onbox/NAME.py with ARGS on the box and parse the JSON it prints."""
-    command = "python3 - " + " ".join(shlex.quote(a) for a in args)
+    """Run onbox/NAME.py with ARGS on the box (under the interpreter `rgt up` found) and parse
+    the JSON it prints."""
+    command = f"{shlex.quote(transport.python)} - " + " ".join(shlex.quote(a) for a in args)
     result = transport.run(command, stdin=script_source(name), timeout=timeout, check=False)
     if result.rc not in ok_codes:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]

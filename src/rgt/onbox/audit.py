@@ -11,8 +11,10 @@ U6/U7/AD4), the cgroup memory limit and CPU quota (what the job gets, not what `
 claim — U41/U40), nproc, total RAM, GPUs from ``nvidia-smi`` (name, memory, driver and the CUDA
 version of its header), the given Python's version, ``torch.__version__`` and
 ``torch.cuda.is_available()`` (with a timeout; no torch ⇒ null), the 10 biggest entries of the
-HF cache (du-style, time-bounded), and ``verdicts``: [{level: ok|warn|fail, id, message}].
-Exit 0 whenever the report was printed; the verdicts carry the judgement.
+HF cache (du-style, time-bounded), the interpreter running this script (the one rgt's on-box
+scripts get), the box's tools with their versions (python3, python, rsync, tmux, bash), and
+``verdicts``: [{level: ok|note|warn|fail, id, message}]. Exit 0 whenever the report was printed;
+the verdicts carry the judgement.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import re
+import shutil
 import socket
 import stat
 import sys
@@ -35,7 +39,7 @@ from rgt.onbox._common import (
     run_cmd,
 )
 
-AUDIT_VERSION = 1
+AUDIT_VERSION = 2
 GIB = 1 << 30
 INODE_FAIL_PCT = 90.0
 INODE_WARN_PCT = 80.0
@@ -99,6 +103,33 @@ def gpu_facts() -> dict:
                 }
             )
     out["present"] = bool(out["devices"]) or "MiB" in header
+    return out
+
+
+# name -> (argv after the tool, how its version shows in the output)
+TOOLS = {
+    "python3": (["--version"], r"Python (\d+\.\d+\.\d+)"),
+    "python": (["--version"], r"Python (\d+\.\d+\.\d+)"),
+    "rsync": (["--version"], r"version v?(\d+\.\d+\.\d+)"),
+    "tmux": (["-V"], r"tmux (\S+)"),
+    "bash": (["--version"], r"version (\d+\.\d+\.\d+)"),
+}
+
+
+def tool_facts(names=tuple(TOOLS)) -> dict:
+    """Where each tool is on PATH and its version ({path: None} when missing)."""
+    out = {}
+    for name in names:
+        path = shutil.which(name)
+        facts = {"path": path, "version": None}
+        if path:
+            args, pattern = TOOLS[name]
+            rc, stdout, stderr = run_cmd([path] + args, timeout=20)
+            # Python 2 prints its version on stderr; a failing tool is listed, versionless.
+            m = re.search(pattern, (stdout or "") + (stderr or ""))
+            facts["version"] = m.group(1) if m else None
+            facts["ran"] = rc == 0
+        out[name] = facts
     return out
 
 
@@ -244,10 +275,25 @@ def verdicts(report: dict) -> list:
             f"{gpus.get('driver')}, driver CUDA {gpus.get('cuda')}",
         )
 
+    tools = report.get("tools")
+    if tools is not None:
+        if not (tools.get("bash") or {}).get("path"):
+            add("fail", "tools", "no bash on the box, which rgt runs every command and the job "
+                "under: install it (`apk add bash` on Alpine, `apt-get install bash` on "
+                "Debian/Ubuntu) or use an image that has bash")
+        if not (tools.get("rsync") or {}).get("path"):
+            add("note", "tools", "no rsync on the box: files move over rgt's own engine, "
+                "which needs only Python there")
+        if not (tools.get("tmux") or {}).get("path"):
+            add("note", "U18", "no tmux on the box: runs detach with setsid instead (they "
+                "outlive the connection all the same)")
+
     py = report.get("python")
     if py is not None:
         if not py.get("ran"):
-            add("fail", "U28", f"python {py.get('executable')} did not run: {py.get('error')}")
+            here = (report.get("interpreter") or {}).get("executable")
+            add("fail", "U28", f"the job's python {py.get('executable')} did not run "
+                f"({py.get('error')})" + (f"; {here} does: start the job with it" if here else ""))
         elif py.get("torch") is None:
             add("warn", "U28", f"torch not importable in {py.get('executable')}: {py.get('error')}")
         elif gpus.get("present") and not py.get("cuda_available"):
@@ -279,6 +325,9 @@ def audit(dirs=(), python=None, hf_cache=None, budget_s=20.0, py_timeout=90.0) -
         "gpus": gpu_facts(),
         "python": python_facts(python, py_timeout) if python else None,
         "hf_cache": hf_cache_facts(hf_cache, budget_s) if hf_cache else None,
+        # this very process is what rgt's on-box scripts run with
+        "interpreter": {"executable": sys.executable, "version": platform.python_version()},
+        "tools": tool_facts(),
     }
     report["verdicts"] = verdicts(report)
     levels = [v["level"] for v in report["verdicts"]]
@@ -289,7 +338,7 @@ def audit(dirs=(), python=None, hf_cache=None, budget_s=20.0, py_timeout=90.0) -
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="audit.py", description="rgt on-box audit")
     parser.add_argument("--dirs", nargs="*", default=[], help="dirs to check (df -h and df -i)")
-    parser.add_argument("--py", default=None, help="Python whose torch/CUDA to report")
+    parser.add_argument("--py", default=None, help="the job's Python: torch/CUDA to report")
     parser.add_argument("--hf-cache", default=None, help="HF cache dir to size (du-style)")
     parser.add_argument("--budget-s", type=float, default=20.0, help="time for HF cache sizing")
     parser.add_argument("--py-timeout", type=float, default=90.0, help="timeout for --py")

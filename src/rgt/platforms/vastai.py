@@ -207,11 +207,13 @@ def onstart_script(data_dir: str, user_onstart: str = "") -> str:
         *([user_onstart] if user_onstart else []),
         f"for d in {runs}; do",
         '  [ -f "$d/run.json" ] && [ -f "$d/runner.py" ] || continue',
-        "  s=$(python3 -c 'import json,sys;"
+        # the interpreter `rgt up` found (runs launched before it was recorded: python3)
+        '  py=$(cat "$d/interpreter" 2>/dev/null || echo python3)',
+        '  s=$("$py" -c \'import json,sys;'
         "print(json.load(open(sys.argv[1])).get(\"status\",\"\"))'"
         ' "$d/state.json" 2>/dev/null)',
         '  case "$s" in succeeded|failed|cancelled) continue;; esac',
-        '  setsid nohup python3 "$d/runner.py" "$d" </dev/null >>"$d/runner.out" 2>&1 &',
+        '  setsid nohup "$py" "$d/runner.py" "$d" </dev/null >>"$d/runner.out" 2>&1 &',
         "done",
         "",
     ])

@@ -3,6 +3,7 @@
 
 from rgt.transport.base import (
     AuthenticationFailed,
+    BashMissing,
     CommandTimeout,
     HostKeyChanged,
     Result,
@@ -16,6 +17,7 @@ from rgt.transport.ssh import SshTarget, SshTransport, parse_ssh_command
 
 __all__ = [
     "AuthenticationFailed",
+    "BashMissing",
     "CommandTimeout",
     "HostKeyChanged",
     "LocalTransport",

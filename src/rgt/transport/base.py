@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +111,29 @@ class AuthenticationFailed(TransportError):
     """The box refused our SSH key."""
 
 
+class BashMissing(TransportError):
+    """The box has no bash, which every rgt command on it runs under (Alpine/busybox images)."""
+
+    @classmethod
+    def on(cls, where: str, stderr: str) -> BashMissing:
+        return cls(f"rgt runs every command on the box under bash, and {where} has none "
+                   f"({_one_line(stderr, 80)}): install it (`apk add bash` on Alpine, "
+                   "`apt-get install bash` on Debian/Ubuntu) or use an image that has bash",
+                   rc=127, stderr=stderr)
+
+
+# How a login shell says that `bash` itself is missing (dash, busybox ash, zsh, tcsh, fish),
+# as opposed to bash saying that a command run under it is (`bash: line 1: x: command not
+# found`, which names bash first and the missing command after it).
+_NO_BASH = re.compile(r"(?:^|\s)bash: (?:command )?not found|command not found: bash"
+                      r"|bash: Command not found|Unknown command:? .?bash")
+
+
+def bash_missing(rc: int, stderr: str) -> bool:
+    """Whether a command wrapped as ``bash -c ...`` failed because bash is not there."""
+    return rc == 127 and bool(_NO_BASH.search(stderr))
+
+
 @runtime_checkable
 class Transport(Protocol):
     """How commands and files reach one box.
@@ -117,7 +141,10 @@ class Transport(Protocol):
     `run` executes a bash command string on the box; secrets and on-box Python travel on
     `stdin`, never in argv (argv is world-readable in /proc). `put` and `get` copy a directory's
     contents, resumably, each attempt under a timeout, retrying transient failures.
+    `python` is the box's interpreter for rgt's on-box scripts, found once at `rgt up`.
     """
+
+    python: str
 
     def run(
         self,

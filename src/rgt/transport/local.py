@@ -14,7 +14,14 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from rgt.transport.base import CommandTimeout, Progress, Result, TransferStats, TransportError
+from rgt.transport.base import (
+    BashMissing,
+    CommandTimeout,
+    Progress,
+    Result,
+    TransferStats,
+    TransportError,
+)
 from rgt.transport.rsync import rsync_argv, rsync_transfer, tree_size
 
 
@@ -57,8 +64,9 @@ class LocalTransport:
 
     where = "localhost"
 
-    def __init__(self, *, rsync_options: Sequence[str] = ()) -> None:
+    def __init__(self, *, rsync_options: Sequence[str] = (), python: str = "python3") -> None:
         self.rsync_options = tuple(rsync_options)
+        self.python = python  # the interpreter for rgt's on-box scripts (found at `up`)
 
     def run(
         self,
@@ -72,6 +80,8 @@ class LocalTransport:
             rc, out, err = run_local(["bash", "-c", command], stdin=stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise CommandTimeout.after(self.where, command, timeout) from None
+        except FileNotFoundError as exc:
+            raise BashMissing.on(self.where, f"bash: {exc.strerror}") from None
         result = Result(rc, out, err)
         if check and not result.ok:
             raise TransportError.command_failed(self.where, command, rc, err)

@@ -26,6 +26,7 @@ from pathlib import Path
 from rgt.errors import UserError
 from rgt.transport.base import (
     AuthenticationFailed,
+    BashMissing,
     CommandTimeout,
     HostKeyChanged,
     Progress,
@@ -34,6 +35,7 @@ from rgt.transport.base import (
     TransportError,
     Unreachable,
     _one_line,
+    bash_missing,
 )
 from rgt.transport.local import _make_dir, _source, run_local
 from rgt.transport.rsync import rsync_argv, rsync_transfer, tree_size
@@ -195,7 +197,8 @@ class SshTransport:
 
     `known_hosts` is rgt's own file (one per RGT_HOME): first contact records the box's key
     there, a later different key raises `HostKeyChanged`. `rsync_options` are extra rsync
-    flags for every transfer (e.g. ``--bwlimit=20m`` on a shared uplink).
+    flags for every transfer (e.g. ``--bwlimit=20m`` on a shared uplink). `python` is the box's
+    interpreter that runs rgt's on-box scripts, as `rgt up` found it.
     """
 
     def __init__(
@@ -206,8 +209,10 @@ class SshTransport:
         connect_timeout: int = 15,
         control_persist: int = CONTROL_PERSIST,
         rsync_options: Sequence[str] = (),
+        python: str = "python3",
     ) -> None:
         self.target = target
+        self.python = python  # the box's interpreter for rgt's on-box scripts (found at `up`)
         self.known_hosts = Path(known_hosts)
         self.connect_timeout = connect_timeout
         self.control_persist = control_persist
@@ -283,6 +288,8 @@ class SshTransport:
             break
         if rc == 255 and (problem := self._diagnose(err)) is not None:
             raise problem
+        if bash_missing(rc, err):  # nothing ran, whatever `check` says
+            raise BashMissing.on(self.where, err)
         result = Result(rc, out, err)
         if check and not result.ok:
             raise TransportError.command_failed(self.where, command, rc, err)
