@@ -40,11 +40,11 @@ def ls(
         raise CheckpointNotFoundError(f"{directory} is not a directory (try `rgt ckpt verify`)")
     found = formats.find(directory)
     if not found:
-        console.print(f"no checkpoints in {directory}")
+        console.print(f"no checkpoints in {escape(str(directory))}")
         return
     verdicts = sorted((formats.check(p, deep=not quick) for p in found),
                       key=lambda v: (-1 if v.step is None else v.step, str(v.path)))
-    table = Table(title=str(directory), title_justify="left")
+    table = Table(title=escape(str(directory)), title_justify="left")
     for col, just in (("step", "right"), ("metric", "right"), ("bytes", "right"),
                       ("age", "right"), ("verified", "left"), ("kind", "left"),
                       ("file", "left")):

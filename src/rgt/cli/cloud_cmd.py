@@ -174,7 +174,7 @@ def _show_rented(box: Box, first: bool) -> None:
     from rgt.profiles import load_profile
 
     console.print(f"[green]✓[/] box [bold]{escape(box.name)}[/] ({box.profile}) instance "
-                  f"{box.extra.get('instance_id')} answers at "
+                  f"{escape(str(box.extra.get('instance_id')))} answers at "
                   f"{escape(str(box.connection.get('host')))}; ${box.rate or 0:.2f}/h")
     for note in box.extra.get("notes", []):
         console.print(f"[yellow]note:[/] {escape(note)}")
@@ -205,11 +205,12 @@ def offers(
         return
     if not rows:
         price = "" if max_price is None else f"max ${max_price:g}/h, "
-        err_console.print(f"no {gpu} offers match ({price}reliability ≥ {min_reliability:g}); "
-                          "check the GPU name (RTX_4090, H100_SXM) or loosen --max-price or "
-                          "--min-reliability", highlight=False)
+        err_console.print(f"no {escape(gpu)} offers match ({price}reliability ≥ "
+                          f"{min_reliability:g}); check the GPU name (RTX_4090, H100_SXM) or "
+                          "loosen --max-price or --min-reliability", highlight=False)
         raise typer.Exit(1)
-    table = Table(title=f"vast.ai {gpu} offers (verified, direct SSH)", title_justify="left")
+    table = Table(title=f"vast.ai {escape(gpu)} offers (verified, direct SSH)",
+                  title_justify="left")
     for column in ("offer", "gpus", "$/h", "bandwidth $/GB up/down", "reliability",
                    "cuda max / driver", "disk GB", "where"):
         table.add_column(column)
@@ -278,8 +279,8 @@ def cloud_status(
         print(json.dumps(status, indent=2, default=str))
         return
     state = status.get("state") or status.get("status")
-    gotcha = f" ({status['gotcha']})" if status.get("gotcha") else ""
-    console.print(f"[bold]{escape(name)}[/] instance {status['instance_id']}: "
+    gotcha = f" ({escape(str(status['gotcha']))})" if status.get("gotcha") else ""
+    console.print(f"[bold]{escape(name)}[/] instance {escape(str(status['instance_id']))}: "
                   f"[bold]{escape(str(state))}[/]{gotcha}")
     if status.get("status_msg"):
         console.print(f"  status_msg: {escape(status['status_msg'])}")

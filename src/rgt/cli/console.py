@@ -1,11 +1,17 @@
-"""The two consoles every command writes to: results on stdout, diagnostics on stderr."""
+"""The two consoles every command writes to: results on stdout, diagnostics on stderr.
+
+Strings printed on them are Rich markup: anything interpolated that rgt did not write itself
+(messages, paths, box output, names from an API) goes through `escape`, or is a `Text`.
+"""
 
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
-console = Console()
-err_console = Console(stderr=True)
+# No emoji codes: escape() leaves ":100:" alone, and a log line or path holding one would be
+# printed as 💯.
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 
 def duration(seconds: float | None) -> str:

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 import yaml
+from rich.markup import escape
 
 from rgt.cli import app
 from rgt.cli.console import console
@@ -69,7 +70,7 @@ def demo(
 
     console.rule("[bold]1. up")
     box, _, _ = boxes.up(store, name, "local", None, rate=None, data_dir=None, durable_dir=None)
-    console.print(f"box [bold]{name}[/]: scratch {box.data_dir}")
+    console.print(f"box [bold]{name}[/]: scratch {escape(box.data_dir)}")
 
     console.rule("[bold]2. run (detached)")
     run, _ = launch.launch(store, name, spec)
@@ -78,7 +79,8 @@ def demo(
     console.rule("[bold]3. watch")
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total} steps"), TimeElapsedColumn(),
-                  TextColumn("{task.fields[metrics]}"), console=console) as bar:
+                  TextColumn("{task.fields[metrics]}", markup=False),  # the job's own line
+                  console=console) as bar:
         task = bar.add_task("training", total=steps, metrics="")
 
         def update(summary: dict) -> None:
@@ -94,7 +96,7 @@ def demo(
     if final["status"] != "succeeded":
         raise UserError(f"the demo run ended {final['status']}: "
                         f"{' '.join(final.get('log_tail', [])[-3:])}", exit_code=1)
-    console.print(f"[green]✓ succeeded[/] ({final.get('metrics') or 'no metrics line'})")
+    console.print(f"[green]✓ succeeded[/] ({escape(final.get('metrics') or 'no metrics line')})")
 
     console.rule("[bold]4. pull + verify")
     dest = workdir / "results"
@@ -103,7 +105,7 @@ def demo(
         raise UserError("pull did not verify: " + "; ".join(report["problems"]), exit_code=1)
     loaded = sum(1 for f in report["files"] if f.get("loads"))
     console.print(f"[green]✓[/] {len(report['files'])} files re-hashed, {loaded} checkpoints "
-                  f"loaded → {dest}")
+                  f"loaded → {escape(str(dest))}")
 
     if keep:
         console.print(f"box {name} left up (--keep); tear it down with `rgt down {name}`")
@@ -114,4 +116,4 @@ def demo(
         raise down.refusal(plan)
     outcome = down.execute_down(store, plan, discarded=False)
     console.print(f"[green]✓[/] {outcome}")
-    console.print(f"Results: {dest}  ·  history: [bold]rgt ls --all[/]")
+    console.print(f"Results: {escape(str(dest))}  ·  history: [bold]rgt ls --all[/]")
