@@ -4,6 +4,8 @@ Every user mistake ends as a `UserError`: the CLI prints its message on one line
 with its code, never a traceback. The message says what is wrong and what to do next.
 """
 
+from __future__ import annotations  # rgt.ckpt ships this module to boxes with Python 3.8
+
 
 class UserError(Exception):
     """A problem with the user's input or situation, not a bug in rgt."""

@@ -144,7 +144,7 @@ def _read_sidecar(path: Path) -> dict[str, Any]:
 
 def _metric_of(meta: dict[str, Any]) -> float | None:
     m = meta.get("metric")
-    return float(m) if isinstance(m, int | float) else None
+    return float(m) if isinstance(m, (int, float)) else None
 
 
 @dataclass
@@ -632,7 +632,8 @@ class Checkpointer:
         try:
             return fut.result()
         except BaseException as err:
-            err.add_note(f"(raised by the background save of checkpoint step {step})")
+            if hasattr(err, "add_note"):  # Python 3.11+; on an older box the error stands alone
+                err.add_note(f"(raised by the background save of checkpoint step {step})")
             raise
         finally:
             self._pending = None
