@@ -1,39 +1,20 @@
-"""The on-box scripts run on the oldest Python a rented image may ship (3.8), fed on stdin."""
+"""The on-box scripts (fed on stdin) and the rgt.ckpt that `rgt run` ships run on the oldest
+Python a rented image may ship (3.8)."""
 
 from __future__ import annotations
 
-import glob
 import json
-import os
-import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
+from oldpython import NO_PY38, PY38
 from onbox_helpers import feed, wait_status
 
+from rgt.lifecycle.ship import write_library
 from rgt.onbox import SCRIPTS, script_source
 
-
-def oldest_python():
-    candidates = [shutil.which("python3.8")]
-    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8*/bin/python3.8")))
-    for path in candidates:
-        if not path or not os.access(path, os.X_OK):
-            continue
-        probe = subprocess.run(
-            [path, "-c", "import sys; print(sys.version_info[:2] == (3, 8))"],
-            capture_output=True,
-            text=True,
-        )
-        if probe.stdout.strip() == "True":  # a pyenv shim may exist yet refuse to run
-            return path
-    return None
-
-
-PY38 = oldest_python()
-# Debian 12 ships only Python 3.11, so a 3.8 interpreter is a bonus where one exists.
-pytestmark = [pytest.mark.may_skip,
-              pytest.mark.skipif(PY38 is None, reason="no python3.8 interpreter on this machine")]
+pytestmark = [pytest.mark.may_skip, pytest.mark.skipif(PY38 is None, reason=NO_PY38)]
 
 
 def feed38(script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -86,3 +67,25 @@ def test_run_probe_manifest_audit_end_to_end_on_python38(tmp_path):
     audit = json.loads(audited.stdout)
     assert audit["python"]["python"].startswith("3.8.")
     assert audit["dirs"][0]["path"] == str(tmp_path)
+
+
+def test_shipped_rgt_ckpt_saves_loads_and_verifies_on_python38(tmp_path):
+    """What `rgt run` puts in RUN_DIR/lib, under 3.8 with no site-packages: every module
+    imports (torch_state needs torch, absent here), and a plain state round-trips twice — the
+    second run resumes from the first's checkpoints."""
+    lib = write_library(tmp_path / "lib")
+    job = Path(__file__).parents[1] / "shipped_ckpt_job.py"
+    reports = []
+    for _ in range(2):
+        out = subprocess.run([PY38, "-S", str(job), str(tmp_path / "ckpt")],
+                             env={"PYTHONPATH": str(lib)}, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        reports.append(json.loads(out.stdout))
+    first, second = reports
+    assert first["python"] == [3, 8] and first["ckpt_file"] == str(lib / "rgt/ckpt/__init__.py")
+    assert not first["torch_imported"]
+    assert first["loaded_step"] == 4 and first["loaded_state"] == {"step": 4, "w": [0.25]}
+    assert first["verified"] == [True, True] and first["preempted_by"] == "SIGUSR1"
+    assert first["sampler"]["consumed"] == 4
+    assert second["resumed_from"] == 4 and second["loaded_step"] == 8
