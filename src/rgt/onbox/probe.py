@@ -23,6 +23,8 @@ manual kill / unknown, with the gotcha ids and what to do.
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
 import json
 import os
 import re
@@ -44,12 +46,25 @@ from rgt.onbox._common import (
 )
 
 PROBE_VERSION = 1
-TERMINAL = ("succeeded", "failed", "sync-failed")
+TERMINAL = ("succeeded", "failed", "sync-failed", "stopped")
 OOM_RE = re.compile(r"killed process|out of memory", re.IGNORECASE)
 XID_RE = re.compile(r"NVRM: Xid", re.IGNORECASE)
 DMESG_TS_RE = re.compile(r"^\[\s*(\d+(?:\.\d+)?)\]")
-METRIC_RE = re.compile(
-    r"(?<![\w.])[A-Za-z_][\w./-]*\s*=\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+# key, then `=`, `:` or spaces, then a number that ends the token (not `3-step`, `1000.ckpt`;
+# `5/100` is step 5 of 100)
+KEY_VALUE_RE = re.compile(
+    r"(?<![\w./-])([A-Za-z_][\w/.]*?)\s*(?:=|:\s*|\s+)(" + NUMBER + r")(?=[\s,;:|)\]}%]|/\d|$)"
+)
+METRIC_KEY_RE = re.compile(
+    r"loss|acc|ppl|perplex|reward|score|f1|auc|bleu|rouge|mse|mae|error|wer|cer|return", re.I
+)
+STEP_KEYS = ("step", "global_step", "iter", "iteration", "it", "steps", "Step", "Iter")
+LOSS_KEYS = ("loss", "train_loss", "train/loss", "Loss", "eval_loss", "val_loss")
+TRAIN_BARS = ("epoch", "train", "step", "iter")
+SKIP_DIRS = ("__pycache__", "node_modules", "data", "datasets", "wandb", "venv")
+TQDM_RE = re.compile(
+    r"(\d+)/(\d+) \[(\d+:\d\d(?::\d\d)?)<(\d+:\d\d(?::\d\d)?|\?),\s*([\d.]+)(it/s|s/it)"
 )
 TAIL_BYTES = 256 * 1024
 PREEMPTED_EXIT = 85
@@ -179,18 +194,171 @@ def _clean(line: str) -> str:
     return parts[-1] if parts else ""
 
 
-def is_metrics_line(line: str) -> bool:
+def _number(value):
+    """A metric value: a number, or a numeric string (transformers 5 logs '2.136')."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value) if value.strip().lstrip("-").isdigit() else float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _metrics_of(pairs) -> dict:
+    """{step, loss, epoch, values} from (key, value) pairs; None unless one is a metric."""
+    values = {}
+    for key, raw in pairs:
+        value = _number(raw)
+        if value is not None and isinstance(key, str) and value == value:  # not NaN
+            values[key] = value
+    if not any(METRIC_KEY_RE.search(k) for k in values):
+        return None
+    out = {"values": values}
+    for key in STEP_KEYS:
+        if isinstance(values.get(key), int) or (
+            isinstance(values.get(key), float) and float(values[key]).is_integer()
+        ):
+            out["step"] = int(values[key])
+            break
+    loss = next((k for k in LOSS_KEYS if k in values), None)
+    loss = loss or next((k for k in values if "loss" in k.lower()), None)
+    if loss is not None:
+        out["loss"] = values[loss]
+        out["loss_key"] = loss
+    if "epoch" in values:
+        out["epoch"] = values["epoch"]
+    return out
+
+
+def parse_metrics(line: str):
+    """The metrics a log line reports, or None when it reports none.
+
+    Forms: Hugging Face's dict lines (``{'loss': '2.136', 'epoch': 0.5}``), JSON lines, and
+    key/value text (``step=120 loss=0.43``, ``iter 100: loss 2.1234``, ``Step 5 | loss: 1.2``).
+    A line is a metric only with a metric-like key (loss, acc, ppl, reward, ...) whose value
+    ends at a word boundary, so file names (``epoch=3-step=1000.ckpt``) and settings
+    (``lr=3e-4 batch_size=32``) are not metrics.
+    """
     text = line.strip()
     if not text or text.startswith("[rgt]"):
-        return False
-    if text.startswith("{") and text.endswith("}"):
+        return None
+    if text.startswith("{") and text.endswith("}") and len(text) < 10000:
+        obj = None
         try:
             obj = json.loads(text)
         except ValueError:
-            obj = None
-        if isinstance(obj, dict) and "step" in obj:
-            return True
-    return METRIC_RE.search(text) is not None
+            try:  # a Python dict repr (HF Trainer's log lines): literals only, nothing runs
+                obj = ast.literal_eval(text)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                obj = None
+        if isinstance(obj, dict):
+            return _metrics_of(obj.items())
+    return _metrics_of((m.group(1), m.group(2)) for m in KEY_VALUE_RE.finditer(text))
+
+
+def is_metrics_line(line: str) -> bool:
+    return parse_metrics(line) is not None
+
+
+def parse_progress(line: str):
+    """A tqdm bar (``4/6 [00:01<00:00,  5.02it/s]``): step, total, steps/s, seconds left.
+
+    Lightning's bar counts batches of the current epoch, not steps: only its rate is kept.
+    """
+    bars = list(TQDM_RE.finditer(line))
+    if not bars:
+        return None
+    found = bars[-1]
+    head = re.match(r"\s*(.*?)\s*\d+%\|", line[: found.start()])
+    desc = head.group(1).strip(" :") if head else ""
+    if desc and not desc.lower().startswith(TRAIN_BARS):
+        return None  # another bar: "Writing model shards", "Map", "Loading checkpoint shards"
+    rate = float(found.group(5))
+    if found.group(6) == "s/it":
+        rate = 1.0 / rate if rate else 0.0
+    out = {"rate": rate}
+    if not line.lstrip().startswith("Epoch"):
+        out.update(step=int(found.group(1)), total=int(found.group(2)),
+                   eta_s=_clock(found.group(4)))
+    return out
+
+
+def _clock(text: str):
+    seconds = 0
+    try:
+        for part in text.split(":"):
+            seconds = seconds * 60 + int(part)
+    except ValueError:
+        return None
+    return seconds
+
+
+def csv_metrics(roots, depth: int = 4, max_dirs: int = 2000):
+    """The last row holding a metric of the newest ``metrics.csv`` under ROOTS (Lightning's
+    CSVLogger writes lightning_logs/version_N/metrics.csv); None when there is none. The walk
+    is bounded (depth, directory count, no data/hidden dirs): it runs on every probe."""
+    newest, newest_mtime, seen, workdir = None, -1.0, 0, roots[0] if roots else ""
+    walks = [(root, os.walk(root)) for root in roots if root and os.path.isdir(root)]
+    for root, walk in walks:
+        base = root.rstrip("/").count("/")
+        for current, dirs, files in walk:
+            seen += 1
+            if current.count("/") - base >= depth or seen > max_dirs:
+                dirs[:] = []
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS]
+            if "metrics.csv" not in files:
+                continue
+            path = os.path.join(current, "metrics.csv")
+            with contextlib.suppress(OSError):
+                mtime = os.stat(path).st_mtime
+                if mtime > newest_mtime:
+                    newest, newest_mtime, workdir = path, mtime, root
+    if newest is None:
+        return None
+    try:
+        with open(newest, "rb") as f:
+            header = f.readline().decode("utf-8", "replace").strip().split(",")
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(f.tell(), size - 65536))
+            rows = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for row in reversed(rows):
+        cells = row.split(",")
+        if len(cells) != len(header):
+            continue
+        found = _metrics_of((k, cells[i]) for i, k in enumerate(header) if cells[i] != "")
+        if found:
+            found["source"] = os.path.relpath(newest, workdir)
+            return found
+    return None
+
+
+def checkpoint_entries(home: str, limit: int = 20) -> list:
+    """The newest entries of the checkpoint home and of its subdirectories (name, mtime, dir):
+    enough for the laptop to name the last checkpoint and its step."""
+    entries = []
+    for current, dirs, files in os.walk(home):
+        depth = os.path.relpath(current, home).count(os.sep) + (current != home)
+        for name in dirs + files:
+            if name.startswith("."):
+                continue
+            path = os.path.join(current, name)
+            with contextlib.suppress(OSError):
+                entries.append(
+                    {"name": os.path.relpath(path, home), "mtime": os.stat(path).st_mtime,
+                     "dir": name in dirs}
+                )
+        if depth >= 1:
+            dirs[:] = []
+        if len(entries) > 5000:
+            break
+    entries.sort(key=lambda e: e["mtime"], reverse=True)
+    return entries[:limit]
 
 
 def log_facts(path: str, tail: int = 20) -> dict:
@@ -201,6 +369,8 @@ def log_facts(path: str, tail: int = 20) -> dict:
         "mtime": None,
         "age_s": None,
         "last_metrics": None,
+        "metrics": None,
+        "progress": None,
         "tail": [],
     }
     try:
@@ -226,8 +396,14 @@ def log_facts(path: str, tail: int = 20) -> dict:
     lines = [ln for ln in lines if ln]
     out["tail"] = lines[-tail:] if tail > 0 else []
     for line in reversed(lines):
-        if is_metrics_line(line):
-            out["last_metrics"] = line
+        metrics = parse_metrics(line)
+        if metrics is not None:
+            out["last_metrics"], out["metrics"] = line, metrics
+            break
+    for line in reversed(lines):
+        progress = parse_progress(line)
+        if progress is not None:
+            out["progress"] = progress
             break
     return out
 
@@ -387,6 +563,14 @@ def verdict(state, facts) -> dict:
                 action="The data-disk copy is the only good one: do not tear down. Free bytes or "
                 "inodes on the durable tier (df -h and df -i), then copy again and verify.",
             )
+        elif claimed == "stopped":
+            how = "exited 0 on it" if exit_code == 0 else f"was killed by it (exit {exit_code})"
+            out.update(
+                summary=f"stopped by {state.get('stop_signal') or 'a signal'}: the job {how}",
+                cause="stopped",
+                action="Its checkpoints and log are its results: pull them. Relaunching resumes "
+                "from the last checkpoint the trainer saved.",
+            )
         elif exit_code == PREEMPTED_EXIT:
             out.update(
                 summary="preempted: the trainer checkpointed and exited 85",
@@ -496,6 +680,9 @@ def probe(run_dir: str, dirs=None, gpu_python=None, tail: int = 20, use_dmesg=Tr
     if dirs is None:
         dirs = [run_dir] + ([spec["durable_dir"]] if spec.get("durable_dir") else [])
     log = log_facts(st.get("log") or os.path.join(run_dir, "log"), tail)
+    home = (spec.get("env") or {}).get("RGT_CKPT_DIR") if isinstance(spec, dict) else None
+    workdir = spec.get("workdir") or os.path.join(run_dir, "code")
+    log["csv_metrics"] = csv_metrics([workdir] + ([home] if home else []))
     heartbeat_age = round(now - st["heartbeat"], 1) if st.get("heartbeat") else None
     facts = {
         "now": now,
@@ -531,6 +718,7 @@ def probe(run_dir: str, dirs=None, gpu_python=None, tail: int = 20, use_dmesg=Tr
         "dmesg": dmesg,
         "disks": [disk_facts(d) for d in dirs],
         "log": log,
+        "checkpoints": checkpoint_entries(home) if home and os.path.isdir(home) else [],
         "nvidia": nvidia_facts(),
         "gpu_python": python_facts(gpu_python) if gpu_python else None,
     }
