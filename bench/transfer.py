@@ -1,8 +1,14 @@
-"""Push benchmark: rgt's `put` vs plain `rsync -a` vs `scp -r`, to an sshd across a real link.
+"""Transfer benchmark: rgt's `put`/`get` vs plain `rsync -a` vs `scp -r`, to and from an sshd
+across a real link.
 
-One run, one table. The tree is one big file plus many small ones, pushed to a fresh remote
-directory by each tool in turn; then rgt pushes it again with every connection killed about
-half-way, and we compare the bytes that resumed push sent with a clean push.
+One run, one table per direction. The tree is one big file plus many small ones, pushed to a
+fresh remote directory (and pulled back into a fresh local one) by each tool in turn; then rgt
+pushes and pulls it again with every connection killed about half-way, and we compare the
+bytes that resumed transfer moved with a clean one.
+
+rgt moves files with its own engine (rgt.onbox.xfer: Python at both ends of one ssh session),
+so it needs no rsync on either machine; this is the measurement that decides whether that
+engine is fast enough to be the only path.
 
 By default the sshd runs in a network namespace of its own, reached over a link with a 20 ms
 round trip and 1 Gbit/s each way (bench/netlink.py): what a user pushing to a rented box sees.
@@ -13,8 +19,8 @@ Loopback hides the cost of every per-file round trip, which is where the tools d
     python bench/transfer.py --small 20000          # the full tree: scp -r alone takes ~30 min
     python bench/transfer.py --loopback             # the old measurement: 1 GiB + 20,000 files
 
-Targets: rgt within 1.05x of rsync's time, at least 5x faster than scp -r, and a resumed
-push sending at most 10% more bytes than a clean one.
+Targets: rgt within 1.05x of the best rsync's time each way, at least 5x faster than scp -r,
+and a resumed transfer moving at most 10% more bytes than a clean one.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from netlink import SlowLink  # noqa: E402
 from sshd import SshServer, unavailable  # noqa: E402
 
 from rgt.transport import SshTransport  # noqa: E402
-from rgt.transport.rsync import tree_size  # noqa: E402
+from rgt.transport.transfer import tree_size  # noqa: E402
 
 
 def make_tree(root: Path, big_mb: int, small: int, small_bytes: int) -> None:
@@ -123,40 +129,47 @@ def main() -> int:
         gcm_e = shlex.join(["ssh", "-p", port, "-c", "aes128-gcm@openssh.com", *ssh_opts])
         dst = f"root@{server.host}:{dest}/"
 
-        runs: dict[str, list[float]] = {}
-        clean_bytes = 0
+        back = work / "back"  # pulls land here; the box-side source is `src` itself
+        src_remote = f"root@{server.host}:{src}/"
+        push: dict[str, list[float]] = {}
+        pull: dict[str, list[float]] = {}
+        clean = {"push": 0, "pull": 0}
         for i in range(args.repeat):
             fresh(dest)
             stats = transport.put(src, str(dest))
-            clean_bytes = stats.bytes_sent
-            runs.setdefault("rgt put", []).append(stats.seconds)
+            clean["push"] = stats.bytes_sent
+            push.setdefault("rgt put", []).append(stats.seconds)
+            fresh(back)
+            stats = transport.get(str(src), back)
+            clean["pull"] = stats.bytes_received
+            pull.setdefault("rgt get", []).append(stats.seconds)
             for label, e in (("rsync -a", rsync_e), ("rsync -a (aes128-gcm)", gcm_e)):
                 fresh(dest)
-                seconds = timed(["rsync", "-a", "-e", e, f"{src}/", dst])
-                runs.setdefault(label, []).append(seconds)
-            print(f"  run {i + 1}/{args.repeat}: " + ", ".join(
-                f"{k} {v[-1]:.2f}s" for k, v in runs.items()), flush=True)
+                push.setdefault(label, []).append(timed(["rsync", "-a", "-e", e, f"{src}/", dst]))
+                fresh(back)
+                pull.setdefault(label, []).append(
+                    timed(["rsync", "-a", "-e", e, src_remote, f"{back}/"]))
+            print(f"  run {i + 1}/{args.repeat}: push " + ", ".join(
+                f"{k} {v[-1]:.2f}s" for k, v in push.items()) + "; pull " + ", ".join(
+                f"{k} {v[-1]:.2f}s" for k, v in pull.items()), flush=True)
         for _ in range(args.scp_repeat):
             fresh(dest)
-            runs.setdefault("scp -r", []).append(timed(
+            push.setdefault("scp -r", []).append(timed(
                 ["scp", "-q", "-r", "-P", port, *ssh_opts, str(src), f"root@{server.host}:{dest}"]))
-            print(f"  scp -r {runs['scp -r'][-1]:.2f}s", flush=True)
+            fresh(back)
+            pull.setdefault("scp -r", []).append(timed(
+                ["scp", "-q", "-r", "-P", port, *ssh_opts, f"root@{server.host}:{src}",
+                 str(back)]))
+            print(f"  scp -r: push {push['scp -r'][-1]:.2f}s, pull {pull['scp -r'][-1]:.2f}s",
+                  flush=True)
 
-        # Resume: cut every connection once half of the tree has arrived.
-        fresh(dest)
-        cut = threading.Event()
-
-        def saboteur() -> None:
-            while tree_size(dest) < total / 2 if dest.exists() else True:
-                time.sleep(0.05)
-            server.kill()
-            cut.set()
-            time.sleep(1)
-            server.start()
-
-        threading.Thread(target=saboteur, daemon=True).start()
-        resumed = transport.put(src, str(dest))
-        assert cut.is_set(), "the kill did not land before the push finished"
+        # Resume: cut every connection once half of the tree has arrived, each way.
+        resumed = {
+            "push": cut_half_way(server, total, fresh(dest),
+                                 lambda: transport.put(src, str(dest))).bytes_sent,
+            "pull": cut_half_way(server, total, fresh(back),
+                                 lambda: transport.get(str(src), back)).bytes_received,
+        }
     finally:
         if transport is not None:
             transport.close()
@@ -166,24 +179,43 @@ def main() -> int:
             link.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    results = {k: statistics.median(v) for k, v in runs.items()}
-    best_rsync = min(v for k, v in results.items() if k.startswith("rsync"))
-    rgt = results["rgt put"]
     mb = total / 1e6
     print(f"\ntree: {mb:,.0f} MB in {args.small + 1:,} files ({args.big_mb} MiB + "
           f"{args.small:,} x {args.small_bytes} B); {where}; median of {args.repeat} for "
-          f"rgt/rsync, of {args.scp_repeat} for scp; {os.cpu_count()} CPUs\n")
-    print(f"{'tool':<24}{'median s':>9}{'MB/s':>9}{'vs rgt':>9}  runs (s)")
-    for label, seconds in results.items():
-        each = ", ".join(f"{x:.2f}" for x in runs[label])
-        print(f"{label:<24}{seconds:>9.2f}{mb / seconds:>9.0f}{seconds / rgt:>8.2f}x  {each}")
-    print(f"\nrgt / best rsync   = {rgt / best_rsync:.3f}   (target <= 1.05)")
-    print(f"scp -r / rgt       = {results['scp -r'] / rgt:.2f}    (target >= 5)")
-    print(f"resumed push       = {resumed.attempts} attempts, {resumed.bytes_sent:,} bytes sent, "
-          f"{resumed.seconds:.2f}s")
-    print(f"clean push         = {clean_bytes:,} bytes sent")
-    print(f"resumed / clean    = {resumed.bytes_sent / clean_bytes:.3f}   (target <= 1.10)")
+          f"rgt/rsync, of {args.scp_repeat} for scp; {os.cpu_count()} CPUs")
+    for direction, runs, ours in (("push", push, "rgt put"), ("pull", pull, "rgt get")):
+        results = {k: statistics.median(v) for k, v in runs.items()}
+        best_rsync = min(v for k, v in results.items() if k.startswith("rsync"))
+        rgt = results[ours]
+        print(f"\n{direction}\n{'tool':<24}{'median s':>9}{'MB/s':>9}{'vs rgt':>9}  runs (s)")
+        for label, seconds in results.items():
+            each = ", ".join(f"{x:.2f}" for x in runs[label])
+            print(f"{label:<24}{seconds:>9.2f}{mb / seconds:>9.0f}{seconds / rgt:>8.2f}x  {each}")
+        print(f"{ours} / best rsync = {rgt / best_rsync:.3f}   (target <= 1.05)")
+        print(f"scp -r / {ours}     = {results['scp -r'] / rgt:.2f}    (target >= 5)")
+        print(f"resumed {direction}: {resumed[direction]:,} bytes vs {clean[direction]:,} clean "
+              f"= {resumed[direction] / clean[direction]:.3f}   (target <= 1.10)")
     return 0
+
+
+def cut_half_way(server: SshServer, total: int, dest: Path, transfer):
+    """Run `transfer()` while every connection is killed once half the tree is under `dest`;
+    return its stats (the kill must land before it finishes)."""
+    cut = threading.Event()
+
+    def saboteur() -> None:
+        while not dest.exists() or tree_size(dest) < total / 2:
+            time.sleep(0.05)
+        server.kill()
+        cut.set()
+        time.sleep(1)
+        server.start()
+
+    threading.Thread(target=saboteur, daemon=True).start()
+    stats = transfer()
+    assert cut.is_set(), "the kill did not land before the transfer finished"
+    assert stats.attempts > 1, stats
+    return stats
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
     env: {WANDB_MODE: offline}
     secrets: [WANDB_API_KEY]   # names only; values are read here and sent on stdin
     outputs: [out/, ckpt/]     # what pull fetches, hashes and verifies
-    checkpoint_dir: $RGT_CKPT_DIR  # declare that the job checkpoints there: pull fetches them
+    checkpoint_dir: $RGT_CKPT_DIR  # the job's checkpoint home, kept across its runs (resume)
+    recover: {max_restarts: 3, on: [crashed, preempted]}  # restart a dead trainer by itself
     resources: {gpu: "A100:1", disk: 50G}
     grid: {lr: [0.1, 0.01], seed: [0, 1]}  # a sweep: one cell per combination, `{lr}` in run
     max_parallel: 2            # at most this many cells at once
@@ -65,6 +66,34 @@ class Resources(BaseModel):
         return int(match["count"] or 1)
 
 
+RECOVER_CAUSES = ("crashed", "preempted")
+CKPT_HOME_VARIABLES = ("$RGT_CKPT_DIR", "${RGT_CKPT_DIR}")
+URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+
+
+class Recover(BaseModel):
+    """Restart the trainer on the box when it dies, from its checkpoint home.
+
+    `crashed`: a non-zero exit or a kill (OOM, SIGKILL) the runner did not ask for;
+    `preempted`: exit 85 (rgt.ckpt's "checkpointed on a notice, requeue me"). A stop the user
+    or the platform asked for (the runner itself got SIGTERM) is never restarted.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_restarts: int = Field(default=3, ge=0, le=100)
+    on: list[str] = list(RECOVER_CAUSES)
+    backoff_s: float = Field(default=10, ge=0, le=3600)
+
+    @field_validator("on")
+    @classmethod
+    def _causes(cls, value: list[str]) -> list[str]:
+        bad = [c for c in value if c not in RECOVER_CAUSES]
+        if bad:
+            raise ValueError(f"unknown causes {bad}; expected some of {list(RECOVER_CAUSES)}")
+        return value
+
+
 class JobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -77,9 +106,12 @@ class JobSpec(BaseModel):
     env: dict[str, str] = {}
     secrets: list[str] = []
     outputs: list[str] = []
-    # The job writes checkpoints to $RGT_CKPT_DIR (on the profile's durable tier); declaring
-    # this makes pull fetch and load them with the outputs.
+    # The job's checkpoint home, shared by every run of the job so a relaunch resumes:
+    # `$RGT_CKPT_DIR` (rgt's home on the durable tier: <DURABLE>/rgt/jobs/<name>/ckpt), an
+    # absolute path on the box, or an object-store URL the trainer mirrors to (exported as
+    # RGT_CKPT_URL; the home stays on the durable tier). Declaring it makes pull fetch it.
     checkpoint_dir: str | None = None
+    recover: Recover | None = None
     resources: Resources = Resources()
     exclude: list[str] = [".git", "__pycache__", "*.pyc", ".venv"]
     # A sweep: the cartesian product of these values, one cell each (a Slurm job array);
@@ -120,6 +152,22 @@ class JobSpec(BaseModel):
         if empty:
             raise ValueError(f"grid parameters need at least one value: {empty}")
         return value
+
+    @field_validator("checkpoint_dir")
+    @classmethod
+    def _checkpoint_home(cls, value: str | None) -> str | None:
+        if value is None or value in CKPT_HOME_VARIABLES or value.startswith("/") or \
+                URL.match(value):
+            return value
+        raise ValueError(f"{value!r} would live inside one run's code copy and be lost to the "
+                         "next run; use $RGT_CKPT_DIR (the job's home on the durable tier), an "
+                         "absolute path on the box, or an object-store URL such as s3://b/p")
+
+    @property
+    def checkpoint_url(self) -> str | None:
+        """The object-store URL the job mirrors its checkpoints to, if it names one."""
+        return self.checkpoint_dir if self.checkpoint_dir and URL.match(self.checkpoint_dir) \
+            else None
 
     @field_validator("outputs")
     @classmethod

@@ -68,7 +68,8 @@ CREATE TABLE IF NOT EXISTS evidence (
 # its machine cannot run it now (a preempted vast.ai instance); "resuming": the machine is back
 # and its restart hook is relaunching the run. Neither has ended: `watch --until-done` waits.
 LIVE = ("starting", "running", "paused", "resuming")
-TERMINAL = ("succeeded", "failed", "sync-failed", "vanished", "preempted", "cancelled")
+TERMINAL = ("succeeded", "failed", "sync-failed", "vanished", "preempted", "cancelled",
+            "stopped")
 
 
 def rgt_home() -> Path:
@@ -189,6 +190,32 @@ class Store:
             raise UserError(f"run {run_id!r} {'is ambiguous' if matches else 'not found'} on box "
                             f"{box!r} (recent runs: {ids})")
         return matches[0]
+
+    def find_run(self, run_id: str) -> Run | None:
+        """A run of any box, by its exact id (ids are unique across boxes)."""
+        row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        return _run(row) if row else None
+
+    def next_attempt(self, run_id: str) -> Run | None:
+        """The run that resumed `run_id` (on any box), if one did: its chain's next attempt."""
+        rows = self.db.execute("SELECT * FROM runs WHERE spec LIKE ? ORDER BY created",
+                               (f'%"resumes": "{run_id}"%',))
+        return next((run for run in map(_run, rows) if run.spec.get("resumes") == run_id), None)
+
+    def chain(self, run: Run) -> list[Run]:
+        """Every attempt of `run`'s chain, first to last, across boxes (a cycle, which only a
+        hand-edited store could hold, ends the walk)."""
+        first, seen = run, {run.id}
+        while (earlier := self.find_run(first.spec.get("resumes") or "")) is not None:
+            if earlier.id in seen:
+                break
+            first = earlier
+            seen.add(first.id)
+        attempts, seen = [first], {first.id}
+        while (later := self.next_attempt(attempts[-1].id)) is not None and later.id not in seen:
+            attempts.append(later)
+            seen.add(later.id)
+        return attempts
 
     def update_run(self, run_id: str, **fields: Any) -> None:
         if "spec" in fields:

@@ -50,7 +50,8 @@ def test_preempted_run_reads_paused_then_resumes_from_its_checkpoint_via_onstart
                      checkpoint_dir="$RGT_CKPT_DIR", env={"PYTHONPATH": SRC})
     run_id = _ok("run", "v", str(spec)).stdout.strip().splitlines()[-1]
     run_dir = workspace / "rgt" / run_id
-    wait_for(lambda: any((run_dir / "ckpt").glob("ckpt-*.json")), timeout=60)
+    home = workspace / "rgt" / "jobs" / "mlp" / "ckpt"  # the job's checkpoint home
+    wait_for(lambda: any(home.glob("ckpt-*.json")), timeout=60)
 
     # Preempted: the API says exited/intended running, and the container's processes die.
     vast_api.preempt(instance_id)

@@ -34,7 +34,7 @@ def test_whole_loop_and_the_iron_law(cli, tmp_path):
     run_id = launch(cli, "box", spec)
     watched = cli("watch", "box", run_id, "--until-done", "--timeout", "60")
     assert watched.returncode == 0, watched.stdout + watched.stderr
-    assert "succeeded" in watched.stdout and "step=3" in watched.stdout
+    assert "succeeded" in watched.stdout and "step 3 · loss 0.3" in watched.stdout
 
     refused = cli("down", "box", "--yes")
     assert refused.returncode == 3 and "never pulled" in refused.stderr

@@ -253,7 +253,8 @@ def test_platform_render_is_the_dry_run(tmp_path):
               durable_dir="/scratch/u", rate=None, state="up", created=time.time())
     script = slurm.SlurmPlatform().render(box, spec(), "r9")
     assert "#SBATCH --output=/d/rgt/r9/slurm-%j.out" in script
-    assert "export RGT_CKPT_DIR=/scratch/u/rgt/r9/ckpt" in script
+    # the job's checkpoint home, shared by every run (and requeue) of job "mlp"
+    assert "export RGT_CKPT_DIR=/scratch/u/rgt/jobs/mlp/ckpt" in script
     assert "module load cuda" in script  # the profile's proxy_hook
     bash_n(script)
     sweeping = spec().model_copy(update={"grid": {"lr": [1, 2]}, "max_parallel": 1})

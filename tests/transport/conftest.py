@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for `import sshd
 
 from sshd import SshServer, sshd_keys, sshd_server  # noqa: E402, F401  (fixtures)
 
-from rgt.transport import SshTransport, rsync  # noqa: E402
+from rgt.transport import SshTransport, transfer  # noqa: E402
 
 
 @pytest.fixture
@@ -21,14 +21,14 @@ def ssh(sshd_server: SshServer):  # noqa: F811  (the fixture imported above)
 
 
 @pytest.fixture
-def rsync_attempts(monkeypatch) -> list[list[str]]:
-    """The argv of every rsync attempt a transfer makes (retries included), in order."""
+def transfer_attempts(monkeypatch) -> list[list[str]]:
+    """The far-side argv of every attempt a transfer makes (retries included), in order."""
     seen: list[list[str]] = []
-    real = rsync._run_attempt
+    real = transfer._run_attempt
 
     def counted(argv, **kwargs):
         seen.append(list(argv))
         return real(argv, **kwargs)
 
-    monkeypatch.setattr(rsync, "_run_attempt", counted)
+    monkeypatch.setattr(transfer, "_run_attempt", counted)
     return seen

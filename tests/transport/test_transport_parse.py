@@ -33,6 +33,21 @@ def test_forwards_and_cosmetic_flags_are_ignored():
 
 
 @pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("ssh ssh://root@box.example.com:2222", SshTarget("box.example.com", 2222, "root")),
+        ("ssh://box.example.com", SshTarget("box.example.com")),
+        ("ssh ssh://ubuntu@[2001:db8::1]:22", SshTarget("2001:db8::1", 22, "ubuntu")),
+        ("ssh -p 3333 -l admin ssh://root@h:2222", SshTarget("h", 3333, "admin")),  # as ssh does
+        ("ssh -J ssh://me@bastion:2200 ssh://root@h",
+         SshTarget("h", None, "root", options=("ProxyJump=ssh://me@bastion:2200",))),
+    ],
+)
+def test_ssh_url_destinations_are_read_as_openssh_reads_them(text, expected):
+    assert parse_ssh_command(text) == expected
+
+
+@pytest.mark.parametrize(
     "text, says",
     [
         ("", "empty ssh command"),
@@ -45,7 +60,9 @@ def test_forwards_and_cosmetic_flags_are_ignored():
         ("ssh root@host:2222", "-p PORT"),
         ("ssh -Z root@host", "unsupported ssh option -Z"),
         ("ssh root@host rm -rf /", "unexpected 'rm'"),
-        ("ssh ssh://root@host:22", "ssh:// URLs"),
+        ("ssh ssh://root@host:22/path", "ssh:// URL"),
+        ("ssh ssh://root@host:port", "port must be a number"),
+        ("ssh ssh://root@", "no host"),
         ("ssh @host", "empty user name"),
         ("ssh 'unterminated", "cannot read"),
         ("ssh -o Nonsense root@host", "Key=Value"),

@@ -113,7 +113,8 @@ def test_changed_host_key_is_refused_and_the_message_names_the_fix(sshd_server, 
     assert ssh.host_key_fingerprint() == _fingerprint(f"{sshd_server.host_key}.pub")
 
 
-def test_changed_host_key_is_refused_by_transfers_too(sshd_server, ssh, tmp_path, rsync_attempts):
+def test_changed_host_key_is_refused_by_transfers_too(sshd_server, ssh, tmp_path,
+                                                     transfer_attempts):
     ssh.run("true")
     ssh.close()
     sshd_server.regenerate_host_key()
@@ -121,7 +122,7 @@ def test_changed_host_key_is_refused_by_transfers_too(sshd_server, ssh, tmp_path
     started = time.monotonic()
     with pytest.raises(HostKeyChanged):
         ssh.put(tmp_path / "src", str(tmp_path / "dst"))
-    assert len(rsync_attempts) == 1  # not retried
+    assert len(transfer_attempts) == 1  # not retried
     assert time.monotonic() - started < 5
 
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from rgt.onbox.xfer import PARTIAL_DIR
 from rgt.transport import SshTransport, TransportError, Unreachable
-from rgt.transport.rsync import PARTIAL_DIR
 
 BIG = 200 * 1024 * 1024
 
@@ -75,23 +75,23 @@ def test_put_accepts_a_home_relative_remote(ssh, tmp_path):
         ssh.run(f"rm -rf ~/{name}")
 
 
-def test_get_of_a_missing_directory_fails_at_once(ssh, tmp_path, rsync_attempts):
+def test_get_of_a_missing_directory_fails_at_once(ssh, tmp_path, transfer_attempts):
     started = time.monotonic()
     with pytest.raises(TransportError, match="No such file") as info:
         ssh.get(str(tmp_path / "nope"), tmp_path / "dst")
     assert "after" not in str(info.value)  # not a transient failure: no retries
-    assert len(rsync_attempts) == 1
+    assert len(transfer_attempts) == 1
     assert time.monotonic() - started < 5
 
 
 def test_put_gives_up_after_its_retries_when_the_box_stays_down(
-    sshd_server, ssh, tmp_path, rsync_attempts
+    sshd_server, ssh, tmp_path, transfer_attempts
 ):
     src = make_tree(tmp_path / "src")
     sshd_server.stop()
     with pytest.raises(Unreachable, match=f"127.0.0.1:{sshd_server.port}"):
         ssh.put(src, str(tmp_path / "dst"), retries=1)
-    assert len(rsync_attempts) == 2  # the first attempt and its one retry
+    assert len(transfer_attempts) == 2  # the first attempt and its one retry
 
 
 class Saboteur:
@@ -139,7 +139,7 @@ def cut_mid_file(sshd_server, dest, digest, transfer):
     mid-way through the big file arriving under `dest`; check it finished intact after more
     than one attempt, and return its stats."""
     t = SshTransport(
-        sshd_server.target, known_hosts=sshd_server.known_hosts, rsync_options=["--bwlimit=60m"]
+        sshd_server.target, known_hosts=sshd_server.known_hosts, bwlimit=60_000_000
     )
     try:
         with Saboteur(sshd_server, dest) as saboteur:

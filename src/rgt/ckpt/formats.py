@@ -373,8 +373,8 @@ def parse_torch_file(path: Path) -> _Parsed:
             return _Parsed([], {}, f"not a complete zip archive (truncated?): {clean(err, 80)}")
         return parse_pickle(data)
     if magic[:1] == b"\x80":  # torch's legacy format: a magic-number pickle first
-        with open(path, "rb") as f:
-            parsed = parse_pickle(f.read(min(_MAX_PICKLE, path.stat().st_size)))
+        with open(path, "rb") as f:  # its first pickle (the magic number) is a few bytes
+            parsed = parse_pickle(f.read(1 << 20))
         parsed.zipped = False
         if parsed.problem and "STOP" not in parsed.problem:
             return parsed

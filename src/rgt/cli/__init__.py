@@ -8,7 +8,9 @@ from __future__ import annotations
 import sys
 
 import typer
+from rich.text import Text
 
+from rgt import hostos
 from rgt.cli.console import err_console
 from rgt.errors import UserError
 
@@ -23,7 +25,7 @@ app = typer.Typer(
 
 def _register() -> None:
     # Imported here so each command module can `from rgt.cli import app` without a cycle.
-    from rgt.cli import cloud_cmd, demo_cmd, lifecycle_cmd, profiles_cmd  # noqa: F401
+    from rgt.cli import cloud_cmd, demo_cmd, lifecycle_cmd, profiles_cmd, runs_cmd  # noqa: F401
     from rgt.cli.ckpt_cmd import ckpt_app
 
     app.add_typer(ckpt_app, name="ckpt")
@@ -36,7 +38,10 @@ def main() -> None:
     # Typer renders usage errors, --help, Ctrl-C and a closed pipe, and exits with their codes;
     # only our own errors come back out of it.
     try:
+        hostos.check_supported()  # native Windows: one line saying to use WSL, for every verb
         app()
     except UserError as err:
-        err_console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+        # A Text, not markup: messages carry rsync's "[sender=3.2.7]", paths, box output.
+        err_console.print(Text.assemble(("error:", "bold red"), " ", str(err)),
+                          highlight=False, soft_wrap=True)
         sys.exit(err.exit_code)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -16,14 +17,16 @@ from rgt.cli import cloud_cmd as cloud
 from rgt.cli.console import console, duration, err_console, print_registered
 from rgt.errors import UserError
 from rgt.lifecycle import audit as audit_mod
-from rgt.lifecycle import boxes, launch, money
+from rgt.lifecycle import boxes, launch, money, progress, save_hints
 from rgt.lifecycle import down as down_mod
 from rgt.lifecycle import pull as pull_mod
 from rgt.lifecycle import smoke as smoke_mod
 from rgt.lifecycle import watch as watch_mod
+from rgt.lifecycle.resume import RESUMABLE
 from rgt.platforms import platform_for
+from rgt.profiles import load_profile
 from rgt.spec import load_spec
-from rgt.store import Store, check_box_name
+from rgt.store import LIVE, Store, check_box_name
 
 BoxArg = Annotated[str, typer.Argument(help="The box's name, as given to `rgt up`.")]
 RunArg = Annotated[str | None, typer.Argument(help="Run id (a unique prefix will do); "
@@ -122,7 +125,7 @@ def audit(name: BoxArg,
         level = verdict.get("level", "ok")
         failed |= level == "fail"
         color = {"fail": "red", "warn": "yellow", "note": "cyan"}.get(level, "green")
-        console.print(f"[{color}]{level:4}[/] {escape(verdict.get('id') or '')} "
+        console.print(f"[{color}]{escape(f'{level:4}')}[/] {escape(verdict.get('id') or '')} "
                       f"{escape(verdict.get('message', ''))}")
     if failed:
         raise typer.Exit(1)
@@ -170,9 +173,11 @@ def smoke(spec_file: Annotated[Path, typer.Argument(help="The job spec (YAML).")
     if tail:
         console.print(Panel(escape(tail), title="smoke output (tail)", expand=False))
     if not result.ok:
-        err_console.print(f"[bold red]smoke failed:[/] {result.reason}")
+        err_console.print(f"[bold red]smoke failed:[/] {escape(result.reason)}")
         raise typer.Exit(1)
     console.print(f"[green]✓ smoke passed[/] in {result.seconds:.1f} s")
+    for hint in save_hints.hints(spec.workdir):
+        console.print(f"[yellow]note:[/] {escape(hint)}")
 
 
 @app.command("run")
@@ -185,6 +190,9 @@ def run_cmd(
     after: Annotated[str | None, typer.Option(
         "--after", help="Start only once this earlier run (id or prefix) succeeded: chains "
                         "stages (Slurm --dependency=afterok).")] = None,
+    fresh: Annotated[bool, typer.Option(
+        "--fresh", help="Start training over: move the job's checkpoint home aside (kept, "
+                        "never deleted) instead of resuming from it.")] = False,
 ) -> None:
     """Push the workdir, send secrets on stdin, and start the job detached. Prints the run id."""
     store = Store()
@@ -198,13 +206,15 @@ def run_cmd(
         dependency = platform.dependency_on(store.run(box.name, after)) if after else None
         print(platform.render(box, spec, launch.new_run_id(spec.name), dependency=dependency))
         return
-    run, notes = launch.launch(store, name, spec, after=after)
+    run, notes = launch.launch(store, name, spec, after=after, fresh=fresh)
+    grace = load_profile(store.box(name).profile).facts.spot_grace
+    notes += save_hints.hints(spec.workdir, None if grace == "n/a" else grace)
     for note in notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     cells = (run.spec.get("platform_run") or {}).get("cells")
     what = f"a sweep of {cells} cells" if cells else "run"
     console.print(f"[green]✓[/] started {what} [bold]{run.id}[/] on {name} "
-                  f"({run.spec['detach']}); it survives this terminal closing")
+                  f"({escape(str(run.spec['detach']))}); it survives this terminal closing")
     console.print(f"Watch: [bold]rgt watch {name} --follow[/]")
     print(run.id)
 
@@ -227,6 +237,8 @@ def watch(
     elif until_done:
         watch_mod.wait_until_done(store, box, run, timeout_s=timeout)
     summary = watch_mod.refresh(store, box, run)
+    if summary["status"] in RESUMABLE and (newest := watch_mod.newest_checkpoint(box, run)):
+        summary["resume_from"] = newest
     _render_summary(store, box.name, run.id, summary)
     if (until_done or follow) and summary["status"] != "succeeded":
         raise typer.Exit(1)
@@ -239,16 +251,33 @@ def _write_through(text: str) -> None:
 
 def _render_summary(store: Store, box: str, run_id: str, s: dict) -> None:
     color = {"succeeded": "green", "running": "cyan", "starting": "cyan", "paused": "yellow",
+             "stopped": "yellow",
              "resuming": "yellow"}.get(s["status"], "red")
-    lines = [f"status   [bold {color}]{s['status']}[/]"
-             + (f"  exit {s['exit_code']}" if s.get("exit_code") is not None else "")
-             + (f"  signal {s['signal']}" if s.get("signal") else "")]
+    # state.json comes from the box: its fields are text, never markup.
+    lines = [f"status   [bold {color}]{escape(str(s['status']))}[/]"
+             + (f"  exit {escape(str(s['exit_code']))}" if s.get("exit_code") is not None
+                else "")
+             + (f"  signal {escape(str(s['signal']))}" if s.get("signal") else "")]
     if s.get("duration") is not None:
         lines.append(f"elapsed  {duration(s['duration'])}")
     if s.get("heartbeat_age") is not None and s["status"] == "running":
         lines.append(f"heartbeat {s['heartbeat_age']:.0f}s ago")
-    if s.get("metrics"):
-        lines.append(f"metrics  {escape(s['metrics'])}")
+    trained = progress.describe(progress.with_rate(s.get("training") or {},
+                                                   watch_mod.step_samples(store, box, run_id)),
+                                live=s["status"] in LIVE)
+    if trained:
+        lines.append(f"metrics  {escape(trained)}")
+    if s.get("last_checkpoint"):
+        ckpt = s["last_checkpoint"]
+        lines.append(f"ckpt     {escape(ckpt['name'])}"
+                     + (f" (step {ckpt['step']})" if ckpt.get("step") is not None else "")
+                     + f", written {duration(max(0.0, time.time() - ckpt['mtime']))} ago")
+    for i, r in enumerate(s.get("restarts") or [], 1):
+        why = f"exit {r.get('exit_code')}" + (f" {r['signal']}" if r.get("signal") else "")
+        lines.append(f"restart  {i}: after {escape(why)} ({escape(str(r.get('cause')))})")
+    if s.get("resume_from"):
+        lines.append(f"resume   [bold]rgt resume {box} {run_id}[/] starts from "
+                     f"{escape(s['resume_from'])}")
     for cause in s.get("causes") or []:
         lines.append(f"[red]cause[/]    {escape(str(cause))}")
     if s.get("advice"):
@@ -259,7 +288,8 @@ def _render_summary(store: Store, box: str, run_id: str, s: dict) -> None:
         lines.append(f"disk     {escape(path)} {rate / 1e6:+.2f} MB/s")
     for warning in watch_mod.warnings(s):
         lines.append(f"[yellow]warn[/]     {escape(warning)}")
-    if s["status"] in ("failed", "vanished", "sync-failed", "preempted") and s.get("log_tail"):
+    if s["status"] in ("failed", "vanished", "sync-failed", "preempted", "stopped") and \
+            s.get("log_tail"):
         lines.append("[bold]log tail[/]\n" + escape("\n".join(s["log_tail"][-10:])))
     console.print(Panel("\n".join(lines), title=f"{box} · {run_id}", expand=False))
 
@@ -286,9 +316,17 @@ def pull(name: BoxArg, run_id: RunArg = None,
     """Fetch the run's outputs and checkpoints, re-hash them here, load every checkpoint."""
     report = pull_mod.pull(Store(), name, run_id, dest, from_scratch=from_scratch)
     where = dest or pull_mod.default_dest(name, report["run"])
+    for unit in report.get("checkpoints") or []:
+        mark = "[green]✓[/]" if unit["ok"] else "[yellow]![/]"
+        console.print(f"{mark} {escape(unit['path'])}: {unit['kind']} step {unit['step']} "
+                      f"(checked: {', '.join(unit['checked']) or 'nothing'})")
+    for note in report.get("notes") or []:
+        console.print(f"[dim]note:[/] {escape(note)}")
+    for warning in report.get("warnings") or []:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}")
     if report["ok"]:
         console.print(f"[green]✓ verified[/] {len(report['files'])} files in {escape(str(where))} "
-                      "(hashes match the box, checkpoints load)")
+                      "(hashes match the box; checkpoints checked by format)")
         return
     for problem in report["problems"]:
         err_console.print(f"[red]✗[/] {escape(problem)}")
@@ -363,7 +401,7 @@ def ls_cmd(
         if line.walltime_s is not None:
             spent = f"{duration(line.walltime_s)} walltime"
         instance = str(line.box.extra.get("instance_id") or "-")
-        table.add_row(line.box.name, line.box.profile, instance, line.box.state,
+        table.add_row(line.box.name, line.box.profile, escape(instance), line.box.state,
                       duration(line.uptime_s), spent, str(line.live_runs), "\n".join(warnings))
     if not table.rows:
         console.print("No boxes yet. Try [bold]rgt demo[/], or register one with [bold]rgt up[/].")

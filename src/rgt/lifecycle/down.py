@@ -35,6 +35,7 @@ class DownPlan:
     live: list[str] = field(default_factory=list)
     unverified: list[str] = field(default_factory=list)
     unreachable: str = ""  # why the box did not answer, if it did not
+    superseded: list[str] = field(default_factory=list)  # attempts a later one resumed
 
     @property
     def safe(self) -> bool:
@@ -99,6 +100,11 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
             continue
         if state["status"] in LIVE:
             plan.live.append(f"{run.id} is still {state['status']}")
+            continue
+        if (later := store.next_attempt(run.id)) is not None:
+            # a superseded attempt: its checkpoints are the job's, carried on by `later`,
+            # whose pull fetches them; only the chain's last attempt must be pulled
+            plan.superseded.append(f"{run.id} ({state['status']}) was resumed by {later.id}")
             continue
         evidence = store.latest_evidence("pull-verified", box.name, run.id)
         if evidence is None:

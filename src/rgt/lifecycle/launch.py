@@ -3,6 +3,11 @@
 The job runs under the on-box runner (`rgt.onbox.runner`), which owns `state.json`, the log,
 signal forwarding and the verified copy of outputs to the durable tier. Each run gets its own
 directory, so a new launch never rewrites a script a live run is reading (principle 6).
+
+Checkpoints belong to the job, not to one run: every run of a job sees the same
+`$RGT_CKPT_DIR` (its checkpoint home on the durable tier), so launching it again — after a
+crash, a preemption, on another box — resumes from the newest checkpoint there. A run that
+picks up an earlier attempt's checkpoints records that attempt (`resumes`): attempts chain.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass
 from rgt.errors import UserError
 from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.onbox import write_file
+from rgt.lifecycle.ship import ship_library
 from rgt.lifecycle.watch import refresh
 from rgt.onbox import script_source
 from rgt.platforms import platform_for
@@ -28,14 +34,17 @@ from rgt.transport import Transport
 
 @dataclass
 class Layout:
-    """Where one run lives on the box (DESIGN: everything of a run under <DATA_DIR>/rgt/<id>)."""
+    """Where one run lives on the box (DESIGN: everything of a run under <DATA_DIR>/rgt/<id>)
+    and where its job keeps checkpoints (`ckpt`, shared by every run of the job)."""
 
     run_dir: str
     durable_run_dir: str
+    ckpt: str
 
     @classmethod
-    def of(cls, box: Box, run_id: str) -> Layout:
-        return cls(f"{box.data_dir}/rgt/{run_id}", f"{box.durable_dir}/rgt/{run_id}")
+    def of(cls, box: Box, run_id: str, spec: JobSpec) -> Layout:
+        return cls(f"{box.data_dir}/rgt/{run_id}", f"{box.durable_dir}/rgt/{run_id}",
+                   checkpoint_home(box, spec))
 
     @property
     def run_id(self) -> str:
@@ -46,12 +55,21 @@ class Layout:
         return f"{self.run_dir}/code"
 
     @property
-    def ckpt(self) -> str:
-        return f"{self.durable_run_dir}/ckpt"
-
-    @property
     def out(self) -> str:
         return f"{self.durable_run_dir}/out"
+
+    @property
+    def lib(self) -> str:
+        """The `rgt.ckpt` shipped with the code (`rgt.lifecycle.ship`), first on PYTHONPATH."""
+        return f"{self.run_dir}/lib"
+
+
+def checkpoint_home(box: Box, spec: JobSpec) -> str:
+    """The job's checkpoint home on `box`: the spec's absolute path, else one directory per
+    job name on the durable tier (an object-store URL is a mirror; the home stays here)."""
+    if spec.checkpoint_dir and spec.checkpoint_dir.startswith("/"):
+        return spec.checkpoint_dir.rstrip("/") or "/"
+    return f"{box.durable_dir}/rgt/jobs/{spec.name}/ckpt"
 
 
 def new_run_id(job: str) -> str:
@@ -81,6 +99,8 @@ def job_environment(spec: JobSpec, profile: Profile, layout: Layout) -> dict:
     env.update({"RGT_RUN_ID": layout.run_id, "RGT_RUN_DIR": layout.run_dir,
                 "RGT_CKPT_DIR": layout.ckpt, "RGT_DURABLE_DIR": layout.durable_run_dir,
                 "RGT_OUT_DIR": layout.out})
+    if spec.checkpoint_url:
+        env["RGT_CKPT_URL"] = spec.checkpoint_url
     return env
 
 
@@ -95,11 +115,17 @@ def refuse_second_launch(store: Store, box: Box, spec: JobSpec, transport: Trans
 
 
 def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = None,
-           progress=None) -> tuple[Run, list[str]]:
+           progress=None, fresh: bool = False, resumes: Run | None = None,
+           code_from: str | None = None) -> tuple[Run, list[str]]:
     """Push, hand over secrets, start detached. Returns the run and any notes for the user.
 
     `after` names an earlier run of the same box: this one starts only once that one
     succeeded (a scheduler dependency; only platforms with a scheduler can chain stages).
+    `fresh` moves the job's checkpoint home aside first (never deletes it), so training starts
+    over. `resumes` is the attempt this run continues (`rgt resume`); without it, a launch that
+    finds checkpoints from an unfinished run of the job on this box continues that run.
+    `code_from` is a code snapshot already on the box (the resumed run's), copied instead of
+    pushing the workdir.
     """
     box = store.box(box_name)
     if box.state != "up":
@@ -121,12 +147,19 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
                          "environment (AD9/LAM7)")
     secret_bytes = secret_values(spec)
     run_id = new_run_id(spec.name)
-    layout = Layout.of(box, run_id)
+    layout = Layout.of(box, run_id, spec)
     spec = spec.model_copy(update={"setup": setup})
     transport = transport_for(box)
     try:
         refuse_second_launch(store, box, spec, transport)
-        push(store, transport, box, spec, layout, secret_bytes, progress=progress)
+        home = prepare_home(transport, layout.ckpt, fresh=fresh)
+        notes += home.notes
+        if resumes is None and home.files and not spec.grid:
+            resumes = unfinished_attempt(store, box, spec.name)
+        if code_from is not None:
+            copy_code(transport, code_from, layout)
+        push(store, transport, box, spec, layout, secret_bytes, progress=progress,
+             code=code_from is None)
         if scheduled:
             # e.g. Slurm: sbatch replaces the detached runner; `platform_run` in the run record
             # tells watch to ask the platform, not the on-box probe.
@@ -142,26 +175,84 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
     finally:
         transport.close()
     now = time.time()
+    chain = {"ckpt_home": layout.ckpt, "resumes": resumes.id if resumes else None,
+             "attempt": (resumes.spec.get("attempt") or 1) + 1 if resumes else 1}
     run = Run(id=run_id, box=box.name, job=spec.name, remote_dir=layout.run_dir,
               spec={**spec.model_dump(mode="json"), "durable_run_dir": layout.durable_run_dir,
-                    "detach": detach, **extra},
+                    "detach": detach, **chain, **extra},
               status=status, exit_code=None, created=now, updated=now)
     store.add_run(run)
-    store.record("run", {"detach": detach, "status": run.status, "notes": notes},
+    store.record("run", {"detach": detach, "status": run.status, "notes": notes, **chain},
                  box=box.name, run=run_id)
     return run, notes
 
 
+@dataclass
+class Home:
+    """What a launch found in the job's checkpoint home."""
+
+    files: int
+    newest: str
+    notes: list[str]
+
+
+def prepare_home(transport: Transport, home: str, *, fresh: bool) -> Home:
+    """Create the checkpoint home and say what is in it; with `fresh`, move its contents
+    aside first (a week of checkpoints is never deleted by a flag)."""
+    quoted = shlex.quote(home)
+    notes = []
+    if fresh:
+        aside = f"{home}.before-{time.strftime('%Y%m%d-%H%M%S')}"
+        moved = transport.run(
+            f'if [ -n "$(ls -A {quoted} 2>/dev/null)" ]; then mv {quoted} {shlex.quote(aside)} '
+            "&& echo moved; fi", timeout=60)
+        if moved.stdout.strip() == "moved":
+            notes.append(f"--fresh: moved the job's old checkpoints aside to {aside}")
+    # newest first; the count and the name are only shown, never trusted as paths
+    listing = transport.run(
+        f"mkdir -p {quoted} && find {quoted} -type f | wc -l && ls -t {quoted} | head -n 1",
+        timeout=60).stdout.splitlines()
+    files = int(listing[0].strip()) if listing and listing[0].strip().isdigit() else 0
+    newest = listing[1].strip() if len(listing) > 1 else ""
+    if files:
+        notes.append(f"resuming: the job's checkpoint home {home} holds {files} file(s), newest "
+                     f"{newest!r}; start over with --fresh")
+    return Home(files, newest, notes)
+
+
+def unfinished_attempt(store: Store, box: Box, job: str) -> Run | None:
+    """The newest run of `job` on `box` if it ended without succeeding: the one a relaunch
+    that finds its checkpoints continues."""
+    runs = [r for r in store.runs(box.name) if r.job == job]
+    if runs and runs[-1].status not in LIVE and runs[-1].status != "succeeded":
+        return runs[-1]
+    return None
+
+
+def copy_code(transport: Transport, source: str, layout: Layout) -> None:
+    """The resumed run's code snapshot, copied on the box: the very code that wrote the
+    checkpoints, whatever has changed on the laptop since."""
+    made = transport.run(f"mkdir -p {shlex.quote(layout.run_dir)} && cp -a "
+                         f"{shlex.quote(source)} {shlex.quote(layout.code)}",
+                         check=False, timeout=600)
+    if not made.ok:
+        raise UserError(f"cannot copy the code snapshot {source} on the box "
+                        f"({made.stderr.strip() or 'cp failed'})")
+
+
 def push(store: Store, transport: Transport, box: Box, spec: JobSpec, layout: Layout,
-         secret_bytes: bytes, *, progress=None) -> None:
-    """The workdir to RUN_DIR/code (resumable), then the secrets file (0600, from stdin)."""
-    stats = transport.put(spec.workdir, layout.code, exclude=list(spec.exclude),
-                          progress=progress)
-    store.record("push", {"bytes_sent": stats.bytes_sent, "files": stats.files,
-                          "seconds": stats.seconds, "attempts": stats.attempts},
-                 box=box.name, run=layout.run_id)
+         secret_bytes: bytes, *, progress=None, code: bool = True) -> None:
+    """The workdir to RUN_DIR/code (resumable), the secrets file (0600, from stdin), and
+    `rgt.ckpt` to RUN_DIR/lib."""
+    if code:
+        stats = transport.put(spec.workdir, layout.code, exclude=list(spec.exclude),
+                              progress=progress)
+        store.record("push", {"bytes_sent": stats.bytes_sent, "files": stats.files,
+                              "seconds": stats.seconds, "attempts": stats.attempts},
+                     box=box.name, run=layout.run_id)
     if secret_bytes:
         write_file(transport, f"{layout.run_dir}/secrets.env", secret_bytes)
+    ship_library(transport, layout.lib)
 
 
 def start_runner(transport: Transport, profile: Profile, spec: JobSpec, layout: Layout) -> str:
@@ -176,6 +267,8 @@ def start_runner(transport: Transport, profile: Profile, spec: JobSpec, layout: 
         "outputs": spec.outputs,
         "durable_dir": layout.out,
         "heartbeat_s": 5,
+        "pythonpath": [layout.lib],
+        "recover": spec.recover.model_dump() if spec.recover else None,
     }
     write_file(transport, f"{layout.run_dir}/run.json", json.dumps(run_json).encode())
     write_file(transport, f"{layout.run_dir}/runner.py", script_source("runner"))

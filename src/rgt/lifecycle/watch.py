@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from rgt.errors import UserError
+from rgt.lifecycle import progress
 from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.onbox import run_json
 from rgt.platforms import platform_for
@@ -77,7 +78,9 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
     # `watch --until-done` from writing a row every poll. A gated summary measured nothing.
     edges = store.edge_events("probe", box.name, run.id)
     if gated is None and (edges is None or time.time() - edges[1]["at"] >= PROBE_SAMPLE_S):
-        store.record("probe", {"disks": summary.get("disks", {})}, box=box.name, run=run.id)
+        store.record("probe", {"disks": summary.get("disks", {}),
+                               "step": (summary.get("training") or {}).get("step")},
+                     box=box.name, run=run.id)
     return summary
 
 
@@ -92,6 +95,10 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
         status = "preempted"
     started, ended = state.get("started"), state.get("ended")
     causes = []
+    if status == "stopped":  # what the stop kept is the first thing to know
+        causes.append(progress.stop_line({"stop_signal": state.get("stop_signal"),
+                                          "last_checkpoint": progress.last_checkpoint(
+                                              report.get("checkpoints"))}))
     if verdict.get("summary") and status not in ("running", "succeeded"):
         causes.append(verdict["summary"])
     if verdict.get("cause") and verdict["cause"] not in " ".join(causes):
@@ -110,11 +117,33 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
         "advice": verdict.get("action") or "",
         "probe_warnings": verdict.get("warnings") or [],
         "sync": state.get("sync") or {},
+        "restarts": state.get("restarts") or [],
         "error": state.get("error"),
         "metrics": log.get("last_metrics"),
+        "training": progress.training(log),
+        "last_checkpoint": progress.last_checkpoint(report.get("checkpoints")),
+        "stop_signal": state.get("stop_signal"),
         "log_tail": log.get("tail") or [],
         "disks": {d["path"]: d for d in report.get("disks") or [] if "path" in d},
     }
+
+
+def newest_checkpoint(box: Box, run: Run) -> str | None:
+    """The newest entry of the run's checkpoint home (what a resumed attempt starts from),
+    with its age; None when the home is empty or the box does not answer. Only shown."""
+    home = run.spec.get("ckpt_home")
+    if not home or box.state != "up":
+        return None
+    transport = transport_for(box)
+    try:
+        result = transport.run(f"cd {shlex.quote(home)} 2>/dev/null && ls -t | head -n 1",
+                               check=False, timeout=30)
+    except UserError:
+        return None
+    finally:
+        transport.close()
+    name = result.stdout.strip()
+    return f"{home}/{name}" if result.ok and name else None
 
 
 def warnings(summary: dict[str, Any]) -> list[str]:
@@ -131,6 +160,17 @@ def warnings(summary: dict[str, Any]) -> list[str]:
             if pct is not None and pct >= 90:
                 notes.append(f"{path}: {label} {pct:.0f}% used ({ids})")
     return notes
+
+
+def step_samples(store: Store, box: str, run: str) -> list[tuple[float, int]]:
+    """(time, step) of the first and latest probe that saw a step: a rate where the log
+    prints none (Lightning's CSV, plain `step N loss X` lines)."""
+    query = ("SELECT at, json_extract(detail, '$.step') FROM events WHERE box=? AND run=? "
+             "AND kind='probe' AND json_extract(detail, '$.step') IS NOT NULL "
+             "ORDER BY id {} LIMIT 1")
+    rows = [store.db.execute(query.format(order), (box, run)).fetchone()
+            for order in ("ASC", "DESC")]
+    return [(float(at), int(step)) for at, step in filter(None, rows)]
 
 
 def disk_trend(store: Store, box: str, run: str) -> dict[str, float]:

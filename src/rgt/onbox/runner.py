@@ -10,7 +10,8 @@ RUN_DIR (``<DATA_DIR>/rgt/<run-id>/``) holds ``run.json`` written by the launche
 ``run_id``, ``command`` (shell), optional ``setup`` (shell, run first), ``workdir``
 (default RUN_DIR/code), ``env`` {…}, optional ``proxy_hook`` (e.g. ``source
 /etc/network_turbo``), ``outputs`` [globs relative to workdir, or absolute], optional
-``durable_dir``, ``heartbeat_s`` (default 10), ``kill_grace_s`` (default 10).
+``durable_dir``, ``heartbeat_s`` (default 10), ``kill_grace_s`` (default 10), ``pythonpath``
+[directories put before the box's PYTHONPATH: the ``rgt.ckpt`` shipped with the code].
 Optional ``secrets.env`` (KEY=VALUE lines, mode 0600): exported into the job's environment
 only — never into argv, the log or state.json.
 
@@ -66,6 +67,7 @@ from rgt.onbox._common import (
     match_outputs,
     proc_stat_fields,
     read_json,
+    read_text,
     sha256_file,
     write_json_atomic,
 )
@@ -79,6 +81,7 @@ DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 LIVE_STATUSES = ("starting", "running")
 EXIT_REFUSED = 3
+PREEMPTED_EXIT = 85  # rgt.ckpt.EXIT_PREEMPTED
 EXIT_SYNC_FAILED = 75
 EXIT_RUNNER_ERROR = 70
 SYNC_MANIFEST = "SYNC_MANIFEST.json"
@@ -149,6 +152,15 @@ def group_members(pgid: int) -> list:
     return members
 
 
+def prepend_pythonpath(entries, current):
+    """``{"PYTHONPATH": ...}`` with `entries` first, keeping what the box or the spec set (an
+    image's own PYTHONPATH must keep working); ``{}`` when there is nothing to add."""
+    entries = [str(e) for e in entries or () if e]
+    if not entries:
+        return {}
+    return {"PYTHONPATH": os.pathsep.join(entries + ([current] if current else []))}
+
+
 def parse_secrets(text: str) -> dict:
     """KEY=VALUE lines (``export`` prefix, comments, surrounding quotes tolerated)."""
     out = {}
@@ -169,13 +181,59 @@ def parse_secrets(text: str) -> dict:
     return out
 
 
+def restart_cause(exit_code: int, recover, restarts: int, stopped: bool):
+    """Why the runner should start the job again (None: it should not).
+
+    A stop someone asked for (a signal the runner received and forwarded: rgt cancel, a
+    scheduler's notice, a shutdown) is never undone; exit 85 is rgt.ckpt's "checkpointed on a
+    notice"; any other failure, a kill included, is a crash.
+    """
+    if not recover or exit_code == 0 or stopped:
+        return None
+    if restarts >= int(recover.get("max_restarts") or 0):
+        return None
+    cause = "preempted" if exit_code == PREEMPTED_EXIT else "crashed"
+    return cause if cause in (recover.get("on") or ()) else None
+
+
+def restart_delay(recover, restarts: int) -> float:
+    """Exponential backoff from ``backoff_s``, capped at five minutes: a job that dies at once
+    (bad data, a broken node) must not spin."""
+    base = float(recover.get("backoff_s") or 0)
+    return min(300.0, base * (2 ** restarts))
+
+
+SEEN_FILE = "job.signals"
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1")
+SEEN_TRAPS = "".join(
+    f"trap '[ -n \"$RGT_RUN_DIR\" ] && echo {name} >> \"$RGT_RUN_DIR/{SEEN_FILE}\"' {name[3:]}\n"
+    for name in STOP_SIGNALS
+)
+
+
+def stop_signal(received, seen_text: str, exit_code: int):
+    """The signal that stopped the job, or None when it ended on its own.
+
+    A stop is a signal the runner delivered (received and forwarded) or the job's shell saw,
+    after which the job exited 0 (Lightning does, without its outputs) or died by that signal
+    (128+N: a trainer with no handler). Exit 85 stays rgt.ckpt's "preempted, saved".
+    """
+    names = [r.get("signal") for r in received] + seen_text.split()
+    for name in names:
+        if name in STOP_SIGNALS and exit_code in (0, 128 + signal.Signals[name].value):
+            return name
+    return None
+
+
 def build_job_argv(command: str, setup: str | None = None, proxy_hook: str | None = None) -> list:
     """argv for the job: ``bash -c`` wrapper running proxy hook, setup, then the command.
 
     The proxy hook may fail (warned, not fatal: the file only exists on some platforms); a failed
     setup ends the job with its exit code; the command runs in a fresh ``bash -o pipefail -c`` so
-    compound commands keep their meaning. Both shells trap TERM/INT/USR1 with a no-op: a trapped
-    shell waits for its foreground child, so the trainer's exit code (e.g. 85) is the job's.
+    compound commands keep their meaning. Both shells trap TERM/INT/USR1: a trapped shell waits
+    for its foreground child, so the trainer's exit code (e.g. 85) is the job's. The command's
+    shell leads the job's process group, so its trap also notes a signal sent to the group by
+    someone other than the runner (a scheduler, `kill -- -PGID`) in RUN_DIR/job.signals.
     """
     lines = ["set -o pipefail", "trap : TERM INT USR1"]
     if proxy_hook and proxy_hook.strip():
@@ -190,8 +248,7 @@ def build_job_argv(command: str, setup: str | None = None, proxy_hook: str | Non
             setup,
             '} || { __rgt_rc=$?; echo "[rgt] setup failed (exit $__rgt_rc)" >&2; exit $__rgt_rc; }',
         ]
-    inner = "trap : TERM INT USR1\n" + command
-    lines.append(f"exec bash -o pipefail -c {shlex.quote(inner)} rgt-job")
+    lines.append(f"exec bash -o pipefail -c {shlex.quote(SEEN_TRAPS + command)} rgt-job")
     return ["bash", "-c", "\n".join(lines), "rgt-job"]
 
 
@@ -337,6 +394,7 @@ class Runner:
         self.stop = threading.Event()
         self.save_error = None
         self.previous = {}
+        self._seen_path = os.path.join(self.run_dir, SEEN_FILE)
 
     # -- state + log
 
@@ -495,38 +553,74 @@ class Runner:
         env["PYTHONUNBUFFERED"] = "1"
         env["RGT_RUN_ID"] = str(self.state.get("run_id") or "")
         env["RGT_RUN_DIR"] = self.run_dir
+        env.update(prepend_pythonpath(spec.get("pythonpath"), env.get("PYTHONPATH")))
 
         argv = build_job_argv(str(spec["command"]), spec.get("setup"), spec.get("proxy_hook"))
-        try:
-            self.proc = subprocess.Popen(
-                argv,
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=self.log_fd,
-                stderr=self.log_fd,
-                start_new_session=True,
+        recover = spec.get("recover") if isinstance(spec.get("recover"), dict) else None
+        restarts = []
+        while True:
+            with contextlib.suppress(OSError):  # what an earlier attempt's shell saw
+                os.unlink(self._seen_path)
+            try:
+                self.proc = subprocess.Popen(
+                    argv,
+                    cwd=workdir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=self.log_fd,
+                    stderr=self.log_fd,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                return self._fail(f"cannot start the job: {exc}")
+            pid = self.proc.pid
+            self.save(
+                status="running",
+                pid=pid,
+                pgid=pid,
+                pid_start=proc_start_time(pid),
+                started=self.state.get("started") or now(),
+                attempt_started=now(),
             )
-        except OSError as exc:
-            return self._fail(f"cannot start the job: {exc}")
-        pid = self.proc.pid
-        self.save(
-            status="running", pid=pid, pgid=pid, pid_start=proc_start_time(pid), started=now()
-        )
-        while self.pending:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, self.pending.pop(0))
+            while self.pending:
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, self.pending.pop(0))
 
-        returncode = self.proc.wait()
-        leftovers = self._reap_group(pid, float(spec.get("kill_grace_s") or 10))
-        if returncode < 0:
-            signum = -returncode
-            exit_code, sig_name = 128 + signum, signal.Signals(signum).name
-        else:
-            exit_code, sig_name = returncode, None
+            returncode = self.proc.wait()
+            leftovers = self._reap_group(pid, float(spec.get("kill_grace_s") or 10))
+            if returncode < 0:
+                signum = -returncode
+                exit_code, sig_name = 128 + signum, signal.Signals(signum).name
+            else:
+                exit_code, sig_name = returncode, None
+            cause = restart_cause(exit_code, recover, len(restarts), bool(self.received))
+            if cause is None:
+                break
+            delay = restart_delay(recover, len(restarts))
+            restarts.append(
+                {"at": now(), "exit_code": exit_code, "signal": sig_name, "cause": cause}
+            )
+            self.log(
+                f"exit={exit_code}{f' signal={sig_name}' if sig_name else ''}: restart "
+                f"{len(restarts)}/{recover.get('max_restarts')} in {delay:g} s (recover on "
+                f"{cause}); the job resumes from its checkpoint home"
+            )
+            self.save(restarts=restarts, pid=None, pid_start=None)
+            deadline = time.time() + delay
+            while time.time() < deadline and not self.received:
+                time.sleep(0.2)
+            if self.received:
+                break  # a stop arrived during the pause: record the last attempt's end
+            self.proc = None
         status = "succeeded" if exit_code == 0 else "failed"
         changes = {"exit_code": exit_code, "signal": sig_name, "leftovers": leftovers}
-        if status == "succeeded" and spec.get("durable_dir"):
+        stop = stop_signal(self.received, read_text(self._seen_path) or "", exit_code)
+        if stop:
+            # asked to stop, and it did: its outputs are not expected (no sync), its
+            # checkpoints and log are its results
+            status, changes["stop_signal"] = "stopped", stop
+            changes["error"] = f"stopped by {stop} (exit {exit_code})"
+        elif status == "succeeded" and spec.get("durable_dir"):
             self.save(**changes)
             sync = sync_outputs(spec.get("outputs") or [], workdir, str(spec["durable_dir"]))
             changes["sync"] = sync
@@ -549,6 +643,8 @@ class Runner:
             return 0
         if status == "sync-failed":
             return EXIT_SYNC_FAILED
+        if status == "stopped":
+            return 128 + signal.Signals[stop].value
         return exit_code if 0 < exit_code < 256 else 1
 
     def _reap_group(self, pgid: int, grace: float) -> int:
@@ -632,7 +728,7 @@ def detach(run_dir: str, wait_s: float = 15.0) -> int:
         done, status = os.waitpid(child, os.WNOHANG)
         if done:
             code = (
-                os.waitstatus_to_exitcode(status)
+                os.waitstatus_to_exitcode(status)  # novm: 3.9+, guarded on the next line
                 if hasattr(os, "waitstatus_to_exitcode")
                 else (status >> 8)
             )

@@ -204,11 +204,13 @@ class ScriptPaths:
     ckpt_dir: str
     durable_run_dir: str
     log: str  # may contain %j / %A / %a
+    lib_dir: str | None = None  # the rgt.ckpt shipped with the code, first on PYTHONPATH
 
     @classmethod
     def of(cls, layout: Layout, *, array: bool = False) -> ScriptPaths:
         log = f"{layout.run_dir}/slurm-%A_%a.out" if array else f"{layout.run_dir}/slurm-%j.out"
-        return cls(layout.run_dir, layout.code, layout.ckpt, layout.durable_run_dir, log)
+        return cls(layout.run_dir, layout.code, layout.ckpt, layout.durable_run_dir, log,
+                   layout.lib)
 
 
 @dataclass
@@ -336,6 +338,11 @@ def _body(paths: ScriptPaths, env: Mapping[str, str], setup: str, hook: str | No
         f"export RGT_CKPT_DIR={ckpt_sh}",
         'export RGT_SCRATCH_DIR="${TMPDIR:-/tmp}"  # node-local, wiped at job end (SLURM5)',
         f"if [ -f {secrets} ]; then set -a; . {secrets}; set +a; fi",
+    ]
+    if paths.lib_dir:  # first, and the node's own PYTHONPATH stays (module loads set one)
+        lib = shlex.quote(paths.lib_dir)
+        lines.append(f'export PYTHONPATH={lib}"${{PYTHONPATH:+:$PYTHONPATH}}"')
+    lines += [
         f"cd {shlex.quote(paths.code_dir)} || exit 1",
         'mkdir -p "$RGT_CKPT_DIR"',
     ]
@@ -872,7 +879,7 @@ class SlurmPlatform:
                 ) -> tuple[str, list[dict[str, Any]], ScriptPaths]:
         """(script, sweep cells, paths): one batch job, or one array cell per grid point."""
         profile = load_profile(box.profile)
-        layout = Layout.of(box, run_id)
+        layout = Layout.of(box, run_id, spec)
         paths = ScriptPaths.of(layout, array=bool(spec.grid))
         env = job_environment(spec, profile, layout)
         hook = profile.network.proxy_hook

@@ -31,10 +31,10 @@ class Result:
 class TransferStats:
     """What one `put` or `get` cost, summed over all its attempts.
 
-    Bytes are counted from this machine's side of the wire: a `put` mostly sends, a `get`
-    mostly receives. For an attempt that completed, the counts are rsync's own wire totals;
-    for an attempt cut off mid-way they are estimated from rsync's progress (file data moved
-    so far), which is what a resumed attempt no longer has to resend.
+    Bytes are counted on this machine's end of the stream to the far side (before ssh
+    encrypts them), cut-off attempts included: a `put` mostly sends, a `get` mostly receives.
+    `files` counts regular files written; `skipped` names the symlinks the receiver refused to
+    create (absolute, or pointing outside the destination).
     """
 
     bytes_sent: int
@@ -42,6 +42,7 @@ class TransferStats:
     files: int
     seconds: float
     attempts: int
+    skipped: tuple[str, ...] = ()
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -108,7 +109,17 @@ class HostKeyChanged(TransportError):
 
 
 class AuthenticationFailed(TransportError):
-    """The box refused our SSH key."""
+    """The box (or a jump host on the way) refused our SSH key."""
+
+
+class PassphraseNeeded(AuthenticationFailed):
+    """Our key is passphrase-protected and no agent holds it: ssh in batch mode cannot ask for
+    the passphrase, so it never offered the key (which may well be authorized)."""
+
+
+class HostKeyUnknown(TransportError):
+    """A hop presented a host key that is recorded nowhere and ssh was not allowed to record
+    it (first contact did not happen). Unlike a changed key, retrying may help."""
 
 
 class BashMissing(TransportError):

@@ -1,4 +1,5 @@
-"""The box is this machine: commands run under local bash, files move with local rsync.
+"""The box is this machine: commands run under local bash, files move with rgt's own engine
+(a second Python process at the far end of a pipe: no rsync, no ssh).
 
 Used by the `local` platform and by tests; same semantics as `SshTransport`, so code written
 against one runs unchanged against the other.
@@ -6,14 +7,14 @@ against one runs unchanged against the other.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from rgt import hostos
 from rgt.transport.base import (
     BashMissing,
     CommandTimeout,
@@ -22,12 +23,11 @@ from rgt.transport.base import (
     TransferStats,
     TransportError,
 )
-from rgt.transport.rsync import rsync_argv, rsync_transfer, tree_size
+from rgt.transport.transfer import far_command, move
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    hostos.kill_group(proc)
     proc.wait()
 
 
@@ -54,18 +54,13 @@ def run_local(argv: Sequence[str], *, stdin: bytes | None, timeout: float) -> tu
         return proc.returncode, out.decode(errors="replace"), err.read().decode(errors="replace")
 
 
-def _source(path: Path) -> str:
-    # A trailing slash makes rsync copy the directory's contents, not the directory itself.
-    return str(path) + "/" if path.is_dir() else str(path)
-
-
 class LocalTransport:
-    """Commands via ``bash -c``, files via local rsync (resumable, retried: same as SSH)."""
+    """Commands via ``bash -c``, files via rgt's engine (resumable, retried: same as SSH)."""
 
     where = "localhost"
 
-    def __init__(self, *, rsync_options: Sequence[str] = (), python: str = "python3") -> None:
-        self.rsync_options = tuple(rsync_options)
+    def __init__(self, *, python: str = "python3", bwlimit: int = 0) -> None:
+        self.bwlimit = bwlimit  # bytes/s, 0 for no limit
         self.python = python  # the interpreter for rgt's on-box scripts (found at `up`)
 
     def run(
@@ -132,19 +127,15 @@ class LocalTransport:
         *,
         upload: bool,
     ) -> TransferStats:
-        argv = rsync_argv(
-            _source(source), str(dest) + "/", exclude=exclude, extra=self.rsync_options
-        )
-        return rsync_transfer(
-            argv,
-            what=f"copying {source} to {dest}",
-            timeout=timeout,
-            retries=retries,
-            progress=progress,
-            total=tree_size(source) if progress else 0,
-            upload=upload,
-            arrived=None if upload else (lambda: tree_size(dest)),
-        )
+        # The far side is this very interpreter: the local box needs no python3 on PATH.
+        far = far_command(sys.executable, "receive" if upload else "send",
+                          str(dest if upload else source),
+                          exclude=() if upload else exclude, bwlimit=self.bwlimit)
+        return move(far, local_role="send" if upload else "receive",
+                    root=source if upload else dest, what=f"copying {source} to {dest}",
+                    timeout=timeout, retries=retries, progress=progress,
+                    exclude=exclude if upload else (), bwlimit=self.bwlimit,
+                    python=sys.executable)
 
     def close(self) -> None:
         pass

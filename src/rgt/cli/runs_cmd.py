@@ -1,0 +1,91 @@
+"""Runs as objects: `rgt runs` lists them with their chains, `rgt resume` starts the next
+attempt of one that ended without succeeding."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from rgt.cli import app
+from rgt.cli.console import console, duration
+from rgt.errors import UserError
+from rgt.lifecycle import resume as resume_mod
+from rgt.lifecycle.watch import refresh
+from rgt.store import LIVE, Run, Store
+
+
+def run_row(store: Store, run: Run) -> dict:
+    """What `rgt runs` shows of one run (also its --json record)."""
+    evidence = store.latest_evidence("pull-verified", run.box, run.id)
+    later = store.next_attempt(run.id)
+    return {
+        "id": run.id, "box": run.box, "job": run.job, "status": run.status,
+        "exit_code": run.exit_code, "created": run.created, "age_s": time.time() - run.created,
+        "attempt": run.spec.get("attempt") or 1, "resumes": run.spec.get("resumes"),
+        "resumed_by": later.id if later else None,
+        "pulled": None if evidence is None else ("verified" if evidence.ok else "failed"),
+        "ckpt_home": run.spec.get("ckpt_home"),
+    }
+
+
+@app.command("runs")
+def runs_cmd(
+    box: Annotated[str | None, typer.Argument(help="Only this box's runs.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+) -> None:
+    """Every run: status (live runs asked afresh), attempt chain, age, whether it was pulled."""
+    store = Store()
+    boxes = [store.box(box)] if box else store.boxes()
+    rows = []
+    for b in boxes:
+        for run in store.runs(b.name):
+            if run.status in LIVE and b.state == "up":
+                with contextlib.suppress(UserError):  # unreachable: show the last seen
+                    refresh(store, b, run)
+            rows.append(run_row(store, run))
+    if as_json:
+        print(json.dumps({"runs": rows}, indent=2))
+        return
+    if not rows:
+        console.print("No runs yet. Start one with [bold]rgt run BOX JOB.yaml[/] "
+                      "(or try [bold]rgt demo[/]).")
+        return
+    table = Table(title="Runs", title_justify="left")
+    for column in ("run", "box", "job", "status", "attempt", "age", "pulled"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        attempt = str(row["attempt"])
+        if row["resumes"]:
+            attempt += f" ← {row['resumes']}"
+        if row["resumed_by"]:
+            attempt += f" → {row['resumed_by']}"
+        status = row["status"] + (f" ({row['exit_code']})" if row["exit_code"] else "")
+        table.add_row(escape(row["id"]), escape(row["box"]), escape(row["job"]),
+                      escape(status), escape(attempt), duration(row["age_s"]),
+                      row["pulled"] or "-")
+    console.print(table)
+
+
+@app.command()
+def resume(
+    name: Annotated[str, typer.Argument(help="The box the run was on.")],
+    run_id: Annotated[str | None, typer.Argument(help="Run id (a unique prefix will do); "
+                                                      "default: the newest run.")] = None,
+    on: Annotated[str | None, typer.Option(
+        "--on", help="Resume on another box: the newest verified checkpoints travel there.")
+                  ] = None,
+) -> None:
+    """Relaunch a failed, cancelled, preempted or vanished run from its job's checkpoints."""
+    run, notes = resume_mod.resume(Store(), name, run_id, on=on)
+    for note in notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+    console.print(f"[green]✓[/] started attempt {run.spec.get('attempt')} [bold]{run.id}[/] "
+                  f"on {escape(run.box)}, resuming {escape(run.spec.get('resumes') or '')}")
+    console.print(f"Watch: [bold]rgt watch {run.box} --follow[/]")
+    print(run.id)

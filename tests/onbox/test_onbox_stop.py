@@ -1,0 +1,75 @@
+"""A clean exit after SIGTERM is a stop, not a sync failure: the runner records the signal it
+delivered (to itself, forwarded) or the job's shell saw (sent to the job's process group)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from onbox_helpers import wait_log, wait_status
+
+from rgt.onbox import probe
+
+# Lightning's behaviour on SIGTERM, in miniature: note it, exit 0, write no outputs
+EXIT_0_ON_TERM = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+print("ready", flush=True)
+time.sleep(60)
+open("out.txt", "w").write("never")
+"""
+SAVE_AND_85 = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(85))
+print("ready", flush=True)
+time.sleep(60)
+"""
+NO_HANDLER = 'import time\nprint("ready", flush=True)\ntime.sleep(60)\n'
+
+
+@pytest.mark.parametrize("to_group", [False, True], ids=["runner", "process-group"])
+def test_exit_0_after_sigterm_is_stopped(make_run, launcher, tmp_path, to_group):
+    run_dir = make_run(EXIT_0_ON_TERM, outputs=["out.txt"], durable_dir=tmp_path / "durable")
+    proc = launcher.start(run_dir)
+    running = wait_status(run_dir, "running")
+    wait_log(run_dir, "ready")
+    if to_group:  # the runner never hears it: the job shell's trap notes it
+        os.killpg(running["pgid"], signal.SIGTERM)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    state = wait_status(run_dir, ("stopped", "succeeded", "failed", "sync-failed"))
+    assert state["status"] == "stopped" and state["stop_signal"] == "SIGTERM"
+    assert state["exit_code"] == 0 and not state.get("sync")  # no copy attempted, none failed
+    assert proc.wait(timeout=10) == 128 + signal.SIGTERM
+    verdict = probe.probe(str(run_dir), use_dmesg=False)["verdict"]
+    assert verdict["status"] == "stopped" and verdict["cause"] == "stopped"
+    assert "stopped by SIGTERM: the job exited 0 on it" in verdict["summary"]
+    assert "AD4" not in str(verdict)
+
+
+def test_killed_by_the_signal_is_stopped_and_85_stays_preempted(make_run, launcher):
+    run_dir = make_run(NO_HANDLER)
+    proc = launcher.start(run_dir)
+    wait_status(run_dir, "running")
+    wait_log(run_dir, "ready")
+    proc.send_signal(signal.SIGTERM)
+    state = wait_status(run_dir, ("stopped", "failed"))
+    assert state["status"] == "stopped" and state["exit_code"] == 143
+
+    run_dir = make_run(SAVE_AND_85, run_id="r2")
+    proc = launcher.start(run_dir)
+    wait_status(run_dir, "running")
+    wait_log(run_dir, "ready")
+    proc.send_signal(signal.SIGTERM)
+    state = wait_status(run_dir, ("stopped", "failed"))
+    assert state["status"] == "failed" and state["exit_code"] == 85  # watch: "preempted"
+    assert probe.verdict(state, {})["cause"] == "preempted"
+
+
+def test_an_earlier_attempts_signal_does_not_stop_the_next(make_run, launcher):
+    run_dir = make_run('print("done")\n')
+    (run_dir / "job.signals").write_text("SIGTERM\n")  # left by a previous launch
+    launcher.start(run_dir)
+    state = wait_status(run_dir, ("succeeded", "stopped", "failed"))
+    assert state["status"] == "succeeded"
