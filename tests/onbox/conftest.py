@@ -55,7 +55,7 @@ def make_run(tmp_path):
         if secrets:
             path = run_dir / "secrets.env"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
                 f.writelines(f"{k}={v}\n" for k, v in secrets.items())
         return run_dir
 

@@ -239,7 +239,7 @@ print("wrote 50 files")
 
 
 def test_secrets_reach_only_the_job_environment(make_run, launcher):
-    secret = "s3cr3t-" + os.urandom(12).hex()
+    secret = "s3cr3t-" + os.urandom(12).hex() + HOSTILE_SECRET
     job = (
         WAIT_GO
         + """
@@ -268,7 +268,7 @@ wait_go()
                 leaks.append(name)
     assert leaks == []
     job_env = Path(f"/proc/{running['pid']}/environ").read_bytes().split(b"\0")
-    assert b"RGT_TEST_TOKEN=" + needle in job_env  # it is in the job's env …
+    assert b"RGT_TEST_TOKEN=" + needle in job_env  # it is in the job's env, byte for byte …
 
     (run_dir / "code" / "go").touch()
     state = wait_status(run_dir, ("succeeded", "failed", "sync-failed"))
@@ -278,7 +278,8 @@ wait_go()
     assert "plain=visible" in log and "unbuffered=1" in log
     assert secret not in log  # … and nowhere else
     assert secret not in (run_dir / "state.json").read_text()
-    assert (run_dir / "secrets.env").stat().st_mode & 0o777 == 0o600
+    assert not (run_dir / "secrets.env").exists()  # removed from the box once the run ended
+    assert not (run_dir / "code" / "pwned").exists()
 
 
 def test_second_launch_of_a_live_run_is_refused(make_run, launcher):
@@ -340,8 +341,11 @@ def test_job_argv_keeps_compound_commands_and_quotes():
     assert subprocess.run(failing, capture_output=True, timeout=10).returncode == 1  # pipefail
 
 
-def test_parse_secrets_forms():
+HOSTILE_SECRET = " 'q\" $(touch pwned) `id` $HOME a=b ünï\u2028cödé\r\t "
+
+
+def test_parse_secrets_is_byte_for_byte():
     parsed = runner.parse_secrets(
-        "# comment\nexport A=1\nB='two words'\nC=\"x=y\"\n\nnot a line\n9BAD=1\nD=\n"
+        f"A=1\nB='two words'\nC=x=y\nH={HOSTILE_SECRET}\n\nnot a line\n9BAD=1\nD=\n"
     )
-    assert parsed == {"A": "1", "B": "two words", "C": "x=y", "D": ""}
+    assert parsed == {"A": "1", "B": "'two words'", "C": "x=y", "H": HOSTILE_SECRET, "D": ""}

@@ -98,6 +98,49 @@ def test_script_quotes_env_and_secrets_stay_out():
     bash_n(script)
 
 
+HOSTILE = " 'q\" $(touch pwned) `touch pwned2` $HOME a=b ünï "
+
+
+def test_secrets_are_read_byte_for_byte_never_evaluated_and_removed(tmp_path):
+    paths = slurm.ScriptPaths(str(tmp_path), str(tmp_path), str(tmp_path / "ckpt"),
+                              str(tmp_path), str(tmp_path / "log"))
+    script = slurm.render_batch_script(spec(secrets=["TOK", "TWO"]), run_id="r1", paths=paths)
+    assert ". " + str(tmp_path) not in script  # never sourced
+    start = script.index("if [ -f ")
+    block = script[start:script.index("\nfi\n", start) + 4]
+    (tmp_path / "secrets.env").write_bytes(f"TOK={HOSTILE}\nTWO=x=y".encode())
+    out = subprocess.run(["bash", "-c", block + 'printf "%s|%s" "$TOK" "$TWO" >vals'],
+                         cwd=tmp_path, capture_output=True, timeout=10)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "vals").read_text() == HOSTILE + "|x=y"
+    assert not list(tmp_path.glob("pwned*"))
+    assert f"rm -f {tmp_path}/secrets.env" in script  # when the run ends …
+    requeue = script.index("scontrol requeue")
+    assert script.index("rm -f " + str(tmp_path)) > requeue  # … not before a requeue
+    bash_n(script)
+
+
+@pytest.mark.parametrize("run", [
+    "printf '%s\\n' {v} >got",
+    "printf '%s\\n' '{v}' >got",
+    "printf '%s\\n' \"{v}\" >got",
+    "printf '%s\\n' \"pre-{v}\" >got",
+    "printf '%s\\n' 'a {{b}} '{v} >got",
+])
+def test_grid_values_reach_the_command_as_data(tmp_path, run):
+    cells = {"v": [HOSTILE]}
+    script, _ = slurm.render_array_script(spec(run=run), cells, run_id="r1", paths=PATHS)
+    assert "pwned" not in script.split("esac")[-1]  # values are not pasted into the command
+    command = slurm.grid_command(run, cells)
+    out = subprocess.run(["bash", "-c", 'eval "$C"'], cwd=tmp_path, capture_output=True,
+                         timeout=10,
+                         env={"C": command, "RGT_PARAM_V": HOSTILE, "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    got = (tmp_path / "got").read_text().rstrip("\n")
+    assert got.endswith(HOSTILE) and not list(tmp_path.glob("pwned*"))
+    assert got in (HOSTILE, "pre-" + HOSTILE, "a {b} " + HOSTILE)
+
+
 def test_outputs_are_copied_to_the_durable_tier():
     script = slurm.render_batch_script(spec(outputs=["out/", "logs/*.json", "odd name"]),
                                        run_id="r1", paths=PATHS)
@@ -137,8 +180,8 @@ def test_array_script_cells_and_parallel_cap():
     assert cells == [{"lr": 0.1, "seed": 0}, {"lr": 0.1, "seed": 1},
                      {"lr": 0.01, "seed": 0}, {"lr": 0.01, "seed": 1}]
     assert "--array=0-3%2" in directives(script)
-    assert "  3) export RGT_PARAM_LR=0.01 RGT_PARAM_SEED=1 " in script
-    assert "--lr 0.01 --seed 1 --out $RGT_CELL_DIR/out" in script
+    assert "  3) export RGT_PARAM_LR=0.01 RGT_PARAM_SEED=1 ;;" in script
+    assert '--lr "${RGT_PARAM_LR}" --seed "${RGT_PARAM_SEED}" --out $RGT_CELL_DIR/out' in script
     assert 'export RGT_CKPT_DIR="$RGT_CELL_DIR/ckpt"' in script
     bash_n(script)
     with pytest.raises(UserError):

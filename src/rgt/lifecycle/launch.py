@@ -77,18 +77,21 @@ def new_run_id(job: str) -> str:
 
 
 def secret_values(spec: JobSpec) -> bytes:
-    """KEY=VALUE lines for the secrets the spec names, read from this machine's environment."""
+    """NAME=VALUE lines for the secrets the spec names, read from this machine's environment,
+    byte for byte."""
     missing = [name for name in spec.secrets if not os.environ.get(name)]
     if missing:
         raise UserError(f"the job needs secrets that are not set here: {', '.join(missing)}; "
                         "export them in this shell (their values travel to the box on stdin)")
     lines = []
     for name in spec.secrets:
-        value = os.environ[name]
-        if "\n" in value:
+        # fsencode: the value's own bytes (undecodable ones included), which the runner reads
+        # back unchanged as NAME=everything-after-the-first-= up to the newline
+        value = os.fsencode(os.environ[name])
+        if b"\n" in value:
             raise UserError(f"secret {name} contains a newline; store it as a single line")
-        lines.append(f"{name}={value}")
-    return ("\n".join(lines) + "\n").encode() if lines else b""
+        lines.append(name.encode() + b"=" + value)
+    return b"\n".join(lines) + b"\n" if lines else b""
 
 
 def job_environment(spec: JobSpec, profile: Profile, layout: Layout) -> dict:

@@ -12,8 +12,9 @@ RUN_DIR (``<DATA_DIR>/rgt/<run-id>/``) holds ``run.json`` written by the launche
 /etc/network_turbo``), ``outputs`` [globs relative to workdir, or absolute], optional
 ``durable_dir``, ``heartbeat_s`` (default 10), ``kill_grace_s`` (default 10), ``pythonpath``
 [directories put before the box's PYTHONPATH: the ``rgt.ckpt`` shipped with the code].
-Optional ``secrets.env`` (KEY=VALUE lines, mode 0600): exported into the job's environment
-only — never into argv, the log or state.json.
+Optional ``secrets.env`` (NAME=VALUE lines, VALUE taken byte for byte, mode 0600): exported
+into the job's environment only — never into argv, the log or state.json — and deleted when
+the run ends (a relaunch mid-run still finds it).
 
 What the runner does, and why:
 - ``state.json`` is rewritten atomically (tmp + fsync + rename) at every transition and on every
@@ -162,22 +163,16 @@ def prepend_pythonpath(entries, current):
 
 
 def parse_secrets(text: str) -> dict:
-    """KEY=VALUE lines (``export`` prefix, comments, surrounding quotes tolerated)."""
+    """``NAME=VALUE`` lines, exactly as the launcher writes them: NAME is an identifier, VALUE
+    is everything after the first ``=`` up to the newline, byte for byte (no stripping, no
+    unquoting: a secret may begin with a space or a quote). Lines split only on ``\\n`` —
+    ``splitlines`` would also cut a value at ``\\r`` or U+2028. Anything else is skipped."""
     out = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("export "):
-            line = line[len("export ") :].lstrip()
+    for line in text.split("\n"):
         key, sep, value = line.partition("=")
-        key = key.strip()
-        if not sep or not key.replace("_", "a").isalnum() or key[0].isdigit():
-            continue
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in ("'", '"'):
-            value = value[1:-1]
-        out[key] = value
+        if sep and key and key.replace("_", "a").isalnum() and key.isascii() \
+                and not key[0].isdigit():
+            out[key] = value
     return out
 
 
@@ -505,6 +500,10 @@ class Runner:
         try:
             return self._run_job(spec)
         finally:
+            # The run has ended (its final state is saved): the secrets have no further use
+            # on this stranger's disk. A runner killed mid-run leaves them for its relaunch.
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.run_dir, "secrets.env"))
             self.stop.set()
             beat.join(timeout=5)
 
@@ -544,7 +543,9 @@ class Runner:
                 if os.stat(secrets_path).st_mode & 0o077:
                     os.chmod(secrets_path, 0o600)
                     self.log("secrets.env was readable by others; tightened to 0600 (U34)")
-                with open(secrets_path, encoding="utf-8") as f:
+                # surrogateescape: bytes that are not UTF-8 reach the job's env unchanged
+                with open(secrets_path, encoding="utf-8", errors="surrogateescape",
+                          newline="") as f:
                     secrets = parse_secrets(f.read())
             except OSError as exc:
                 return self._fail(f"cannot read secrets.env: {exc.strerror}")

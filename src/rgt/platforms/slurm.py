@@ -30,6 +30,7 @@ import json
 import math
 import re
 import shlex
+import string
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -330,14 +331,27 @@ _SAFE_GLOB = re.compile(r"^[A-Za-z0-9_./*?\-]+$")
 
 
 def _body(paths: ScriptPaths, env: Mapping[str, str], setup: str, hook: str | None,
-          outputs: Sequence[str], step: str, *, ckpt_sh: str, out_sh: str) -> list[str]:
-    """The script after the preamble; ckpt_sh/out_sh are shell words (quoted or expanding)."""
+          outputs: Sequence[str], step: str, *, ckpt_sh: str, out_sh: str,
+          delete_secrets: bool = True) -> list[str]:
+    """The script after the preamble; ckpt_sh/out_sh are shell words (quoted or expanding).
+    An array's cells share one secrets.env, so a cell must not delete it (delete_secrets)."""
     secrets = shlex.quote(paths.run_dir + "/secrets.env")
     lines = _exports({**env, "PYTHONUNBUFFERED": "1"})
     lines += [
         f"export RGT_CKPT_DIR={ckpt_sh}",
         'export RGT_SCRATCH_DIR="${TMPDIR:-/tmp}"  # node-local, wiped at job end (SLURM5)',
-        f"if [ -f {secrets} ]; then set -a; . {secrets}; set +a; fi",
+        # Never `. secrets.env`: sourcing would run `$(...)` and strip quotes inside a value.
+        # Each line is NAME=VALUE, VALUE byte for byte; `export "$n=$v"` expands once, never
+        # re-parses.
+        f"if [ -f {secrets} ]; then",
+        "  while IFS= read -r rgt_l || [ -n \"$rgt_l\" ]; do",
+        '    rgt_n=${rgt_l%%=*}',
+        '    case $rgt_l in *=*) ;; *) continue ;; esac',
+        '    case $rgt_n in ""|[0-9]*|*[!A-Za-z0-9_]*) continue ;; esac',
+        '    export "$rgt_n=${rgt_l#*=}"',
+        f"  done < {secrets}",
+        "  unset rgt_l rgt_n",
+        "fi",
     ]
     if paths.lib_dir:  # first, and the node's own PYTHONPATH stays (module loads set one)
         lib = shlex.quote(paths.lib_dir)
@@ -378,6 +392,9 @@ def _body(paths: ScriptPaths, env: Mapping[str, str], setup: str, hook: str | No
             f'  for rgt_o in {globs}; do cp -a --parents "$rgt_o" {out_sh}/ || rgt_rc=$?; done',
             "fi",
         ]
+    if delete_secrets:
+        # the run has ended (a requeue exited above and still needs them): off the cluster
+        lines.append(f"rm -f {secrets}")
     lines += ['echo "[rgt] step exited $rgt_rc at $(date -Is)"', 'exit "$rgt_rc"']
     return lines
 
@@ -419,12 +436,10 @@ def render_array_script(spec: JobSpec, grid: Mapping[str, Sequence[Any]], *, run
     cases = ['case "$SLURM_ARRAY_TASK_ID" in']
     for i, cell in enumerate(cells):
         exports = " ".join(f"RGT_PARAM_{k.upper()}={shlex.quote(str(v))}" for k, v in cell.items())
-        try:
-            command = spec.run.format(**{k: shlex.quote(str(v)) for k, v in cell.items()})
-        except (KeyError, IndexError, ValueError) as err:
-            raise UserError(f"the run command's placeholder {err} is not a grid parameter "
-                            "(use {name} for a grid value, {{ }} for a literal brace)") from None
-        cases.append(f"  {i}) export {exports} rgt_command={shlex.quote(command)} ;;")
+        cases.append(f"  {i}) export {exports} ;;")
+    # The same command for every cell: each value reaches it as data, through its variable.
+    command = grid_command(spec.run, grid)
+    cases.insert(0, f"rgt_command={shlex.quote(command)}")
     cases += ['  *) echo "[rgt] no cell $SLURM_ARRAY_TASK_ID in this sweep" >&2; exit 2 ;;',
               "esac"]
     step = _step_for(spec, opts, command='eval "$rgt_command"')
@@ -439,8 +454,50 @@ def render_array_script(spec: JobSpec, grid: Mapping[str, Sequence[Any]], *, run
     # relative paths out of the shared workdir would mix the cells up.
     lines += _body(paths, {k: v for k, v in env.items() if k != "RGT_OUT_DIR"}, spec.setup,
                    hook, [], step,
-                   ckpt_sh='"$RGT_CELL_DIR/ckpt"', out_sh='"$RGT_CELL_DIR/out"')
+                   ckpt_sh='"$RGT_CELL_DIR/ckpt"', out_sh='"$RGT_CELL_DIR/out"',
+                   delete_secrets=False)
     return "\n".join(lines) + "\n", cells
+
+
+def grid_command(run: str, grid: Mapping[str, Any]) -> str:
+    """`run` with each ``{name}`` replaced by a reference to ``$RGT_PARAM_<NAME>`` that the
+    shell expands exactly once, as one word, whatever quotes the placeholder sits in: unquoted
+    → ``"$V"``; inside double quotes → ``${V}``; inside single quotes → the quote is closed
+    around ``"$V"`` (``'…'"$V"'…'``). A value is never pasted into the command text, so
+    ``$(…)``, quotes or spaces in it stay data. ``{{``/``}}`` are literal braces."""
+    out: list[str] = []
+    quote = ""  # "", "'", '"' or "$'" — the shell quoting in force at this point
+    escaped = False
+    for literal, name, spec, conversion in string.Formatter().parse(run):
+        for ch in literal:
+            out.append(ch)
+            if escaped:
+                escaped = False
+            elif ch == "\\" and quote != "'":
+                escaped = True
+            elif quote in ("'", "$'"):
+                if ch == "'":
+                    quote = ""
+            elif quote == '"':
+                if ch == '"':
+                    quote = ""
+            elif ch == "'":
+                quote = "$'" if len(out) > 1 and out[-2] == "$" else "'"
+            elif ch == '"':
+                quote = '"'
+        if name is None:
+            continue
+        if name not in grid or spec or conversion:
+            raise UserError(f"the run command's placeholder {{{name}}} is not a grid parameter "
+                            "(use {name} for a grid value, {{ }} for a literal brace)")
+        var = f"RGT_PARAM_{name.upper()}"
+        if quote == '"':
+            out.append("${" + var + "}")
+        elif quote:
+            out.append(f"'\"${{{var}}}\"{quote}")
+        else:
+            out.append(f'"${{{var}}}"')
+    return "".join(out)
 
 
 def _dq(text: str) -> str:
