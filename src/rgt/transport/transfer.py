@@ -13,9 +13,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import io
 import json
 import random
+import socket
 import subprocess
 import tempfile
 import threading
@@ -80,11 +80,22 @@ class _Attempt:
     skipped: tuple[str, ...] = ()
 
 
-def _start(argv: Sequence[str], stderr) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, bufsize=0,
-        start_new_session=True,  # so that a timeout stops ssh and whatever it started together
-    )
+def _start(argv: Sequence[str], stderr) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """The far side, its stdin and stdout one end of a socketpair whose other end is ours.
+    A socket, not two pipes: ssh then moves data in pieces as big as its buffers, not the
+    64 KiB a pipe holds (rsync hands ssh a socketpair for the same reason)."""
+    ours, theirs = socket.socketpair()
+    try:
+        proc = subprocess.Popen(
+            list(argv), stdin=theirs, stdout=theirs, stderr=stderr,
+            start_new_session=True,  # so that a timeout stops ssh and whatever it started together
+        )
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return proc, ours
 
 
 def _await_magic(link: xfer.Link) -> None:
@@ -99,11 +110,12 @@ def _await_magic(link: xfer.Link) -> None:
 
 
 class _Watchdog:
-    """Kills the attempt's process group once the wall clock or the idle clock runs out, which
-    turns any blocked read or write of ours into an end-of-stream."""
+    """Ends the attempt once the wall clock or the idle clock runs out: kills its process group
+    and shuts our socket, which turns any blocked read or write of ours into an end-of-stream."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], link: xfer.Link, timeout: float) -> None:
-        self.proc, self.link = proc, link
+    def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket, link: xfer.Link,
+                 timeout: float) -> None:
+        self.proc, self.sock, self.link = proc, sock, link
         self.deadline = time.monotonic() + timeout
         self.fired: str | None = None
         self._stop = threading.Event()
@@ -119,6 +131,10 @@ class _Watchdog:
             else:
                 continue
             hostos.kill_group(self.proc)
+            # An ssh master (a process of its own) may hold the far end of our socket for a
+            # minute more: shutting ours down ends our blocked read or write now.
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_RDWR)
             return
 
     def __enter__(self) -> _Watchdog:
@@ -135,14 +151,13 @@ def _run_attempt(argv: Sequence[str], *, local_role: str, root: str, exclude: Se
                  what: str, python: str, diagnose: Diagnose | None) -> _Attempt:
     tally = xfer.Tally(progress)
     with tempfile.TemporaryFile() as err:  # a file: a backgrounded ssh master may keep it open
-        proc = _start(argv, err)
-        assert proc.stdin is not None and proc.stdout is not None
-        link = xfer.Link(io.BufferedReader(proc.stdout, BUFFER),
-                         io.BufferedWriter(proc.stdin, BUFFER))
+        proc, sock = _start(argv, err)
+        link = xfer.Link(sock.makefile("rb", buffering=BUFFER),
+                         sock.makefile("wb", buffering=BUFFER))
         started = False
         error: Exception | None = None
         try:
-            with _Watchdog(proc, link, timeout) as dog:
+            with _Watchdog(proc, sock, link, timeout) as dog:
                 try:
                     link.writer.write(engine())
                     link.sent += len(engine())
@@ -153,7 +168,8 @@ def _run_attempt(argv: Sequence[str], *, local_role: str, root: str, exclude: Se
                         xfer.send(link, root, tally, exclude=exclude, bwlimit=bwlimit)
                     else:
                         xfer.receive(link, root, tally)
-                    link.writer.close()  # end of our stream: the far side exits
+                    link.flush()
+                    sock.shutdown(socket.SHUT_WR)  # end of our stream: the far side exits
                 except (OSError, EOFError, xfer.XferError) as exc:
                     error = exc
                     if isinstance(exc, (OSError, EOFError)) and not _local_fault(exc):
@@ -168,9 +184,9 @@ def _run_attempt(argv: Sequence[str], *, local_role: str, root: str, exclude: Se
             proc.wait()
             raise
         finally:
-            with contextlib.suppress(OSError):
-                link.writer.close()
-            proc.stdout.close()
+            for end in (link.writer, link.reader, sock):
+                with contextlib.suppress(OSError):
+                    end.close()
         err.seek(0)
         stderr = err.read().decode(errors="replace")
     out = _Attempt(link.sent, link.received, tally.files, None, skipped=tuple(tally.skipped))
