@@ -352,8 +352,13 @@ def down(
     stop = plan.profile.meter_stop
     lines = [f"meter-stop verb: [bold]{escape(plan.profile.facts.meter_stop_verb)}[/]"
              + (" — [bold red]cannot be undone[/]" if stop.irreversible else " — reversible")]
-    lines += [f"[red]destroys[/] {escape(t)}" for t in plan.lost_tiers]
-    lines += [f"[green]keeps[/]    {escape(t)}" for t in plan.kept_tiers]
+    if plan.deletes is not None:  # a local box: exactly what rgt created and will remove
+        lines += [f"[red]deletes[/] {escape(p)}" for p in plan.deletes] or ["deletes nothing"]
+        kept = dict.fromkeys([plan.box.durable_dir, plan.box.data_dir])
+        lines += [f"[green]keeps[/]   {escape(p)}" for p in kept if p not in plan.deletes]
+    else:
+        lines += [f"[red]destroys[/] {escape(t)}" for t in plan.lost_tiers]
+        lines += [f"[green]keeps[/]    {escape(t)}" for t in plan.kept_tiers]
     lines += [f"[yellow]still billing after[/] {escape(b)}" for b in plan.still_billing]
     if stop.timer:
         lines.append(f"[yellow]timer[/] {escape(stop.timer.after)}: {escape(stop.timer.effect)}")

@@ -176,7 +176,11 @@ def up(store: Store, name: str, profile_name: str, target: SshTarget | None, *,
         box.data_dir = data_dir or resolve_dir(overrides.get("DATA_DIR", "$HOME"), box=name,
                                                home=home, user=user, flag="--data-dir")
         quoted = " ".join(shlex.quote(d) for d in (box.data_dir, box.durable_dir))
-        made = transport.run(f"mkdir -p {quoted}", check=False, timeout=30)
+        # which of them rgt creates now: `down` deletes those and never a directory the
+        # user already had (a local --data-dir holding their own data)
+        made = transport.run(f'for d in {quoted}; do [ -e "$d" ] || printf "%s\\n" "$d"; '
+                             f"done; mkdir -p {quoted}", check=False, timeout=30)
+        created = [d for d in made.stdout.splitlines() if d]
         if not made.ok:
             raise UserError(f"cannot create {box.data_dir} / {box.durable_dir} on the box "
                             f"({made.stderr.strip() or 'mkdir failed'}); pass --data-dir and "
@@ -187,7 +191,7 @@ def up(store: Store, name: str, profile_name: str, target: SshTarget | None, *,
         transport.close()
     first = not any(b.profile == profile.name for b in store.boxes())
     box.extra = {"uname": uname, "python": python.command, "python_version": python.version,
-                 "python_executable": python.executable}
+                 "python_executable": python.executable, "created_dirs": created}
     store.add_box(box)
     store.record("up", {"profile": profile.name, "uname": uname, "connection": connection,
                         "data_dir": box.data_dir, "durable_dir": box.durable_dir,

@@ -9,17 +9,20 @@ what the profile says the verb destroys and what keeps billing, and must type th
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
 import shutil
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from rgt.errors import UserError
 from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.watch import refresh
 from rgt.platforms import platform_for
 from rgt.profiles import Profile, load_profile
-from rgt.store import LIVE, TERMINAL, Box, Store, rgt_home
+from rgt.store import LIVE, TERMINAL, Box, Evidence, Run, Store, rgt_home
 
 
 class IronLawRefusal(UserError):
@@ -36,6 +39,7 @@ class DownPlan:
     unverified: list[str] = field(default_factory=list)
     unreachable: str = ""  # why the box did not answer, if it did not
     superseded: list[str] = field(default_factory=list)  # attempts a later one resumed
+    deletes: list[str] | None = None  # a local box: exactly the paths `down` removes
 
     @property
     def safe(self) -> bool:
@@ -76,6 +80,80 @@ class DownPlan:
         return has_api and (self.box.profile == "slurm" or "instance_id" in self.box.extra)
 
 
+def iron_law(run_id: str, status: str, *, reachable: bool, ended: Any = None,
+             superseded_by: str | None = None, evidence: Evidence | None = None,
+             changed_after_pull: bool = False, pull_hint: str = "") -> tuple[str, str]:
+    """The Iron Law for one run: may the box go down as far as this run is concerned?
+
+    Returns ``(verdict, reason)``: ``"ok"`` (its results are safely here), ``"superseded"``
+    (ok: a later attempt carries its checkpoints on and is judged itself), ``"live"`` (refuse:
+    still running) or ``"unverified"`` (refuse). Every `down` path decides through this.
+
+    `status` is what the box says now when it answers (`reachable`), else the store's last
+    observed status; `ended` the box's end time for the run (reachable only). A pull counts
+    only if it *began after the run's end was observed*: the pull probes the run before it
+    copies anything and records that status as ``run_status``, so a pull whose ``run_status``
+    was not terminal copied a run still writing. `changed_after_pull`: the store recorded a
+    status change after the pull (a relaunch, a vanish), so the pull no longer describes it.
+
+    ====  =========  =====================  =====================================  ===========
+    row   reachable  status                 evidence (latest pull-verified)        verdict
+    ====  =========  =====================  =====================================  ===========
+    1     yes        live                   any                                    live
+    2     no         live (end never seen)  any                                    unverified
+    3     any        terminal               any, a later attempt resumed it        superseded
+    4     any        terminal               none                                   unverified
+    5     any        terminal               pull did not verify                    unverified
+    6     any        terminal               ok, but began while the run was live   unverified
+    7     yes        terminal               ok after the end, `ended` differs now  unverified
+    8     no         terminal               ok after the end, status changed since unverified
+    9     any        terminal               ok, began after the end, current       ok
+    ====  =========  =====================  =====================================  ===========
+
+    Anything refused is passed only by ``--discard-results`` with the box name typed.
+    """
+    pull = pull_hint or f"rgt pull {run_id}"
+    if status in LIVE:
+        if reachable:
+            return "live", f"{run_id} is still {status}"  # row 1
+        return "unverified", (f"{run_id} was last seen {status} and the box does not answer, "
+                              "so its end was never observed and its results cannot be "
+                              "checked")  # row 2
+    if superseded_by is not None:  # row 3: its checkpoints are the job's, pulled with `later`
+        return "superseded", f"{run_id} ({status}) was resumed by {superseded_by}"
+    if evidence is None:  # row 4
+        return "unverified", f"{run_id} ({status}) was never pulled: {pull}"
+    if not evidence.ok:  # row 5
+        problems = "; ".join(str(p) for p in (evidence.detail.get("problems") or [])[:3])
+        return "unverified", (f"{run_id}: the last pull did not verify ({problems}); pull "
+                              f"again: {pull}")
+    if evidence.detail.get("run_status") not in TERMINAL:  # row 6
+        return "unverified", (f"{run_id}: pulled while it was "
+                              f"{evidence.detail.get('run_status') or 'not yet ended'}, "
+                              f"before its end was observed; pull again: {pull}")
+    if reachable and evidence.detail.get("run_ended") != ended:  # row 7
+        return "unverified", (f"{run_id}: it ran again after the last pull; pull again: "
+                              f"{pull}")
+    if not reachable and changed_after_pull:  # row 8
+        return "unverified", (f"{run_id}: its status changed after the last pull and the box "
+                              f"does not answer; its results cannot be checked")
+    return "ok", f"{run_id} ({status}) pulled and verified after it ended"  # row 9
+
+
+def judge_run(store: Store, box: Box, run: Run, state: dict[str, Any], *,
+              reachable: bool) -> tuple[str, str]:
+    """Gather one run's inputs to `iron_law` from the store."""
+    evidence = store.latest_evidence("pull-verified", box.name, run.id)
+    changed = False
+    if evidence is not None:
+        edges = store.edge_events("status", box.name, run.id)
+        changed = edges is not None and edges[1]["at"] > evidence.at
+    later = store.next_attempt(run.id)
+    return iron_law(run.id, state["status"], reachable=reachable, ended=state.get("ended"),
+                    superseded_by=later.id if later else None, evidence=evidence,
+                    changed_after_pull=changed, pull_hint=f"rgt pull {box.name} {run.id}")
+
+
 def plan_down(store: Store, box_name: str) -> DownPlan:
     box = store.box(box_name)
     if box.state != "up":
@@ -94,32 +172,28 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
     finally:
         transport.close()
     for run, state in zip(runs, states, strict=True):
-        if plan.unreachable and state["status"] in LIVE:
-            plan.unverified.append(f"{run.id} was last seen {state['status']} and the box does "
-                                   "not answer, so its results cannot be checked")
-            continue
-        if state["status"] in LIVE:
-            plan.live.append(f"{run.id} is still {state['status']}")
-            continue
-        if (later := store.next_attempt(run.id)) is not None:
-            # a superseded attempt: its checkpoints are the job's, carried on by `later`,
-            # whose pull fetches them; only the chain's last attempt must be pulled
-            plan.superseded.append(f"{run.id} ({state['status']}) was resumed by {later.id}")
-            continue
-        evidence = store.latest_evidence("pull-verified", box.name, run.id)
-        if evidence is None:
-            plan.unverified.append(f"{run.id} ({state['status']}) was never pulled: "
-                                   f"rgt pull {box.name} {run.id}")
-        elif not evidence.ok:
-            problems = "; ".join(evidence.detail.get("problems", [])[:3])
-            plan.unverified.append(f"{run.id}: the last pull did not verify ({problems}); "
-                                   f"pull again: rgt pull {box.name} {run.id}")
-        elif plan.unreachable and evidence.detail.get("run_status") in TERMINAL:
-            continue  # pulled after it ended; the box cannot say more now
-        elif evidence.detail.get("run_ended") != state.get("ended"):
-            plan.unverified.append(f"{run.id}: pulled before it finished; pull again: "
-                                   f"rgt pull {box.name} {run.id}")
+        verdict, reason = judge_run(store, box, run, state, reachable=not plan.unreachable)
+        {"live": plan.live, "unverified": plan.unverified,
+         "superseded": plan.superseded}.get(verdict, []).append(reason)
+    if box.is_local and box.profile != "slurm":
+        plan.deletes = local_deletes(box, runs)
     return plan
+
+
+def local_deletes(box: Box, runs: list[Run]) -> list[str]:
+    """What `down` of a local box removes: only what rgt created. The scratch dir itself when
+    `up` made it (and it holds no durable dir); otherwise, as with a user's own `--data-dir`,
+    only the run dirs rgt made in it (<data_dir>/rgt/<run-id>)."""
+    data = os.path.normpath(box.data_dir)
+    durable = os.path.normpath(box.durable_dir)
+    made = box.extra.get("created_dirs") or []
+    inside = durable == data or durable.startswith(data + os.sep)
+    if data in made and not inside:
+        return [data]
+    root = os.path.join(data, "rgt")
+    return [d for r in runs
+            if (d := os.path.normpath(r.remote_dir)).startswith(root + os.sep)
+            and os.path.dirname(d) == root and not durable.startswith(d)]
 
 
 def refusal(plan: DownPlan) -> IronLawRefusal:
@@ -145,8 +219,13 @@ def execute_down(store: Store, plan: DownPlan, *, discarded: bool) -> str:
         outcome = (f"marked down without reaching it ({plan.unreachable}); make sure the "
                    f"console shows it gone: {stop.how or stop.name}")
     elif box.is_local:
-        shutil.rmtree(box.data_dir, ignore_errors=True)
-        outcome = f"removed scratch {box.data_dir}; kept durable {box.durable_dir}"
+        # exactly what the panel listed: what rgt created, never the user's own directory
+        for path in plan.deletes or []:
+            shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(OSError):  # rgt's own container of run dirs, once empty
+            os.rmdir(os.path.join(box.data_dir, "rgt"))
+        removed = ", ".join(plan.deletes or []) or "nothing"
+        outcome = f"removed {removed}; kept durable {box.durable_dir}"
     else:
         stop = plan.profile.meter_stop
         outcome = f"you confirmed the console step: {stop.how or stop.name}"
