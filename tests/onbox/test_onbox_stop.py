@@ -3,6 +3,7 @@ delivered (to itself, forwarded) or the job's shell saw (sent to the job's proce
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
@@ -73,3 +74,16 @@ def test_an_earlier_attempts_signal_does_not_stop_the_next(make_run, launcher):
     launcher.start(run_dir)
     state = wait_status(run_dir, ("succeeded", "stopped", "failed"))
     assert state["status"] == "succeeded"
+
+
+def test_a_group_sigterm_is_a_stop_that_recover_does_not_undo(make_run, launcher):
+    run_dir = make_run(NO_HANDLER)
+    spec = json.loads((run_dir / "run.json").read_text())
+    spec["recover"] = {"max_restarts": 3, "on": ["crashed", "preempted"], "backoff_s": 0}
+    (run_dir / "run.json").write_text(json.dumps(spec))
+    launcher.start(run_dir)
+    running = wait_status(run_dir, "running")
+    wait_log(run_dir, "ready")
+    os.killpg(running["pgid"], signal.SIGTERM)  # a scheduler's notice, not via the runner
+    state = wait_status(run_dir, ("stopped", "failed"))
+    assert state["status"] == "stopped" and not state.get("restarts"), state

@@ -20,7 +20,7 @@ from rgt.lifecycle.watch import refresh
 from rgt.spec import JobSpec
 from rgt.store import LIVE, Box, Run, Store, rgt_home
 
-RESUMABLE = ("failed", "cancelled", "vanished", "preempted", "sync-failed")
+RESUMABLE = ("failed", "cancelled", "vanished", "preempted", "sync-failed", "stopped")
 
 
 def spec_of(run: Run) -> JobSpec:

@@ -594,7 +594,9 @@ class Runner:
                 exit_code, sig_name = 128 + signum, signal.Signals(signum).name
             else:
                 exit_code, sig_name = returncode, None
-            cause = restart_cause(exit_code, recover, len(restarts), bool(self.received))
+            # a stop is a signal the runner forwarded or one sent to the job's group directly
+            asked = bool(self.received) or bool(read_text(self._seen_path))
+            cause = restart_cause(exit_code, recover, len(restarts), asked)
             if cause is None:
                 break
             delay = restart_delay(recover, len(restarts))
