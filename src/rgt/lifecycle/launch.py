@@ -12,14 +12,17 @@ picks up an earlier attempt's checkpoints records that attempt (`resumes`): atte
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import secrets
 import shlex
 import time
 from dataclasses import dataclass
 
 from rgt.errors import UserError
+from rgt.hostos import exclusive_lock
 from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.onbox import write_file
 from rgt.lifecycle.ship import ship_library
@@ -28,7 +31,7 @@ from rgt.onbox import script_source
 from rgt.platforms import platform_for
 from rgt.profiles import Profile, load_profile
 from rgt.spec import JobSpec, drop_torch_installs
-from rgt.store import LIVE, Box, Run, Store
+from rgt.store import LIVE, Box, Run, Store, rgt_home
 from rgt.transport import Transport
 
 
@@ -149,6 +152,27 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
             notes.append(f"dropped {', '.join(dropped)} from setup: this image's PyTorch is the "
                          "environment (AD9/LAM7)")
     secret_bytes = secret_values(spec)
+    # One `rgt run` per (box, job) at a time: the check that no run is live and the record of
+    # the new one happen under the lock, so two launches racing cannot both pass the check.
+    with exclusive_lock(launch_lock_path(box.name, spec.name),
+                        f"another `rgt run` of job {spec.name!r} on {box.name} is starting "
+                        "right now; wait for it, then `rgt watch` its run"):
+        return _launch_locked(store, box, spec, profile, platform, scheduled, dependency,
+                              notes, setup, secret_bytes, progress=progress, fresh=fresh,
+                              resumes=resumes, code_from=code_from)
+
+
+def launch_lock_path(box: str, job: str) -> str:
+    """RGT_HOME/locks/run-<box>-<job>-<digest>.lock (the digest keeps odd job names apart)."""
+    digest = hashlib.sha256(f"{box}\0{job}".encode()).hexdigest()[:12]
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{box}-{job}")[:80]
+    return str(rgt_home() / "locks" / f"run-{safe}-{digest}.lock")
+
+
+def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, platform,
+                   scheduled: bool, dependency, notes: list[str], setup, secret_bytes: bytes, *,
+                   progress, fresh: bool, resumes: Run | None, code_from: str | None
+                   ) -> tuple[Run, list[str]]:
     run_id = new_run_id(spec.name)
     layout = Layout.of(box, run_id, spec)
     spec = spec.model_copy(update={"setup": setup})
@@ -292,7 +316,9 @@ def start_detached(transport: Transport, profile: Profile, layout: Layout) -> st
         transport.run(f"tmux new-session -d -s {shlex.quote(session)} "
                       f"{shlex.quote(runner + ' >' + log + ' 2>&1')}", timeout=30)
         return f"tmux:{session}"
-    transport.run(f"setsid nohup {runner} </dev/null >{log} 2>&1 &", timeout=30)
+    # macOS has no setsid(1) (a local box there is the Mac): without it, nohup alone, in the
+    # session of its own that every LocalTransport command starts in.
+    transport.run(f"$(command -v setsid) nohup {runner} </dev/null >{log} 2>&1 &", timeout=30)
     return "setsid"
 
 
