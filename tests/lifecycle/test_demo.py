@@ -19,3 +19,22 @@ def test_demo_runs_the_whole_lifecycle(cli):
     boxes = list((cli.home / "boxes").iterdir())
     assert len(boxes) == 1 and not (boxes[0] / "scratch").exists()
     assert (boxes[0] / "durable").is_dir()
+
+
+def test_a_failing_demo_tears_its_box_down_and_says_where_it_stopped(cli, tmp_path):
+    # The training job itself crashes (a sitecustomize the job's interpreter loads), as a
+    # broken environment would make it; rgt itself runs unharmed.
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(
+        "import sys\n"
+        "if any('train_mlp' in a for a in sys.argv):\n"
+        "    sys.exit('simulated broken environment')\n")
+    result = cli("demo", "--steps", "50", env={"PYTHONPATH": str(hooks)}, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "stopped at step 'watch'" in result.stderr and "was torn down" in result.stderr
+    assert "Traceback" not in result.stderr
+    listing = cli.ok("ls").stdout
+    assert "No boxes yet" in listing  # nothing left up
+    logs = list((cli.home / "demo").glob("*/failed-run.log"))
+    assert logs and "simulated broken environment" in logs[0].read_text()

@@ -11,6 +11,8 @@ moves to the next epoch when exhausted) or call `batches()` directly. With
 
 from __future__ import annotations
 
+import hashlib
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,10 +37,11 @@ class ResumableSampler:
         epoch = self.epoch if epoch is None else epoch
         if self._perm_epoch != epoch:
             if self.shuffle:
-                import numpy as np
-
-                rng = np.random.default_rng([self.seed, epoch])
-                self._perm = rng.permutation(self.num_samples).tolist()
+                # stdlib, so a box without numpy resumes the same order; the seed is derived
+                # by hash so (seed, epoch) pairs never collide
+                key = hashlib.sha256(f"{self.seed}:{epoch}".encode()).digest()
+                self._perm = list(range(self.num_samples))
+                random.Random(int.from_bytes(key[:16], "big")).shuffle(self._perm)
             else:
                 self._perm = list(range(self.num_samples))
             self._perm_epoch = epoch

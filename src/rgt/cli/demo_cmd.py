@@ -7,9 +7,11 @@ rented box takes, with nothing to pay.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 import sys
+import warnings
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
@@ -55,11 +57,10 @@ def demo(
     keep: Annotated[bool, typer.Option(help="Leave the box up (skip the teardown).")] = False,
 ) -> None:
     """Run the whole lifecycle on this machine: up → run → watch → pull → verify → down."""
-    # Only the demo draws a progress bar: keep rich.progress (~10 ms) out of every rgt start-up.
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     try:
-        import torch  # noqa: F401
+        with warnings.catch_warnings():  # torch warns when numpy is absent; the demo needs none
+            warnings.simplefilter("ignore")
+            import torch  # noqa: F401
     except ImportError:
         raise UserError("the demo trains a small PyTorch model: pip install torch==2.13.0") \
             from None
@@ -70,12 +71,36 @@ def demo(
 
     console.rule("[bold]1. up")
     box, _, _ = boxes.up(store, name, "local", None, rate=None, data_dir=None, durable_dir=None)
+    stage = ["run"]
+    try:
+        _lifecycle(store, box, spec, steps, keep, workdir, stage)
+    except (UserError, KeyboardInterrupt) as err:
+        # A demo that failed must not leave a box behind: keep its log, tear the box down.
+        log = workdir / "failed-run.log"
+        with contextlib.suppress(UserError, IndexError):
+            run = store.run(name)
+            log.write_text(watch.read_log(box, run))
+        plan = down.plan_down(store, name)
+        down.execute_down(store, plan, discarded=not plan.safe)
+        where = f"; its log is in {log}" if log.exists() else ""
+        message = str(err) or "interrupted"
+        raise UserError(f"the demo stopped at step '{stage[0]}': {message} — the demo box "
+                        f"{name} was torn down{where}", exit_code=1) from None
+
+
+def _lifecycle(store: Store, box, spec, steps: int, keep: bool, workdir: Path,
+               stage: list[str]) -> None:
+    """Steps 2-5 of the demo; `stage[0]` names the step under way."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    name = box.name
     console.print(f"box [bold]{name}[/]: scratch {escape(box.data_dir)}")
 
     console.rule("[bold]2. run (detached)")
     run, _ = launch.launch(store, name, spec)
     console.print(f"run [bold]{run.id}[/] started; it would survive this terminal closing")
 
+    stage[0] = "watch"
     console.rule("[bold]3. watch")
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total} steps"), TimeElapsedColumn(),
@@ -98,6 +123,7 @@ def demo(
                         f"{' '.join(final.get('log_tail', [])[-3:])}", exit_code=1)
     console.print(f"[green]✓ succeeded[/] ({escape(final.get('metrics') or 'no metrics line')})")
 
+    stage[0] = "pull"
     console.rule("[bold]4. pull + verify")
     dest = workdir / "results"
     report = pull.pull(store, name, run.id, dest)
@@ -110,6 +136,7 @@ def demo(
     if keep:
         console.print(f"box {name} left up (--keep); tear it down with `rgt down {name}`")
         return
+    stage[0] = "down"
     console.rule("[bold]5. down (Iron Law: evidence verified)")
     plan = down.plan_down(store, name)
     if not plan.safe:
