@@ -23,6 +23,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "rgt-home"
     monkeypatch.setenv("RGT_HOME", str(home))
     monkeypatch.setenv("RGT_CLOUD_POLL_S", "0.02")
+    # the documented pacing (Lambda: 1 req/s, 1 launch / 10 s) at 1/200 of the speed
+    monkeypatch.setenv("RGT_CLOUD_RATE_SCALE", "0.005")
     return home
 
 

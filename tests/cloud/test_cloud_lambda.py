@@ -191,7 +191,11 @@ def test_backoff_is_exponential_and_capped():
     os.environ.setdefault("RGT_TEST_DUMMY_KEY", "k")
     api = ApiClient(service="x", key_env="RGT_TEST_DUMMY_KEY", url_env="RGT_TEST_NO_URL",
                     default_url="http://127.0.0.1:9", backoff_s=0.5, max_backoff_s=4)
-    assert [api._delay(n, None) for n in range(5)] == [0.5, 1, 2, 4, 4]
+    caps = [0.5, 1, 2, 4, 4]
+    for _ in range(20):  # jittered: between half and all of the capped exponential
+        assert all(cap / 2 <= api._delay(n, None) <= cap for n, cap in enumerate(caps))
+    api.jitter = False
+    assert [api._delay(n, None) for n in range(5)] == caps
 
 
 def test_up_cli_capacity_timeout_and_status(lambda_api, store):

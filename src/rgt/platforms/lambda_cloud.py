@@ -18,6 +18,27 @@ The platform's shape, and what this module does about it:
 - The filesystem outlives the instance and bills $0.20/GiB/month until deleted (LAM6): teardown
   records that in `box.extra["still_billing"]`, so `rgt ls` keeps showing it.
 
+- Rate limits (docs: "Are API requests rate-limited?", LambdaLabs/docsy-lambda-docs
+  content/en/cloud/rate-limiting.md): about one request per second, and one request to
+  `/instance-operations/launch` per 10 seconds; a 429 otherwise. `POLICY` paces every call of
+  one client to that, so a capacity race (capacity listed, launch refused) costs one launch per
+  10 s within `--wait`, never a tight loop.
+- A launch is never retried blindly (http.AmbiguousCreate): after a lost answer we list
+  `GET /instances` for the name we gave the launch and adopt the new instance, recorded in the
+  store before anything else can fail.
+
+Instance status (the API's `status` enum) → what rgt says → billing?
+
+    booting      booting       yes once it passes health checks (treated as billing)
+    active       active        yes, by the minute
+    unhealthy    unhealthy     YES (Alert: an in-box shutdown leaves it billing, LAM3)
+    terminating  terminating   until terminated (treated as billing)
+    terminated   terminated    no
+    preempted    preempted     no compute (Lambda reclaimed it; not running); `rgt down`
+                               terminates the record, a filesystem still bills (LAM6)
+    (404)        gone          no
+    other        unknown       treated as billing: check the console
+
 The key is `LAMBDA_API_KEY`, read from the environment by name (never argv, never printed).
 """
 
@@ -32,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.platforms.http import ApiClient, ApiError, poll_interval
+from rgt.platforms.http import AmbiguousCreate, ApiClient, ApiError, RatePolicy, poll_interval
 from rgt.store import Box, Store
 from rgt.transport import SshTarget
 
@@ -41,13 +62,18 @@ KEY_ENV = "LAMBDA_API_KEY"
 URL_ENV = "RGT_LAMBDA_API_URL"
 FS_USD_PER_GIB_MONTH = 0.20  # docs.lambda.ai/public-cloud/filesystems (LAM6)
 CONSOLE = "https://cloud.lambda.ai"
+LAUNCH = "/instance-operations/launch"
+# docs.lambda.ai "Are API requests rate-limited?": 1 request/s in general, 1 launch per 10 s.
+POLICY = RatePolicy(min_interval_s=1.0, path_intervals=((LAUNCH, 10.0),))
+BILLING = {"booting": True, "active": True, "unhealthy": True, "terminating": True,
+           "terminated": False, "preempted": False}
 
 Notify = Callable[[str], None]
 
 
 def client() -> ApiClient:
     return ApiClient(service="Lambda Cloud", key_env=KEY_ENV, url_env=URL_ENV,
-                     default_url=API_URL, auth="basic")
+                     default_url=API_URL, auth="basic", policy=POLICY)
 
 
 def _quiet(_: str) -> None:
@@ -144,9 +170,12 @@ def _ssh_key_name(api: ApiClient, ssh_key: str | None) -> str:
 
 
 def wait_for_capacity(api: ApiClient, gpu: str, region: str | None, *, wait_s: float,
-                      poll_s: float, on_wait: Notify) -> tuple[InstanceType, str]:
-    """Poll GET /instance-types until a matching type has capacity (in `region`, if given)."""
-    deadline = time.monotonic() + wait_s
+                      poll_s: float, on_wait: Notify, deadline: float | None = None
+                      ) -> tuple[InstanceType, str]:
+    """Poll GET /instance-types until a matching type has capacity (in `region`, if given).
+
+    `deadline` (monotonic) is the whole `--wait`, shared with the launches that lost a race."""
+    deadline = time.monotonic() + wait_s if deadline is None else deadline
     polls = 0
     while True:
         polls += 1
@@ -183,7 +212,7 @@ def wait_for_active(api: ApiClient, instance_id: str, *, wait_s: float, poll_s: 
         status = inst.get("status", "")
         if status == "active" and inst.get("ip"):
             return inst
-        if status in ("terminated", "terminating", "unhealthy"):
+        if status in ("terminated", "terminating", "unhealthy", "preempted"):
             raise UserError(f"Lambda instance {instance_id} went {status} while booting; "
                             + ("it may still be billing: terminate it in the console"
                                if status == "unhealthy" else "nothing more is billing"))
@@ -224,23 +253,45 @@ def lambda_up(store: Store, name: str, gpu: str = "H100:1", region: str | None =
                     f"own region (LAM2). Use --region {fs_region}, or launch without it")
             region = fs_region
         key_name = _ssh_key_name(api, ssh_key)
+        if len(name) > 64:
+            raise UserError(f"box name {name!r} is {len(name)} characters; Lambda instance "
+                            f"names hold at most 64: pick a shorter name")
+        # Instances already carrying this name are not ours to adopt after a lost answer.
+        before = {i.get("id") for i in _named(api, name)}
+        deadline = time.monotonic() + wait_s  # one --wait for polls and lost races together
+        races = 0
         while True:
             itype, where = wait_for_capacity(api, gpu, region, wait_s=wait_s, poll_s=poll_s,
-                                             on_wait=on_wait)
+                                             on_wait=on_wait, deadline=deadline)
             body = {"region_name": where, "instance_type_name": itype.name,
                     "ssh_key_names": [key_name],
                     "file_system_names": [fs["name"]] if fs else [],
                     "quantity": 1, "name": name}
+            adopted = False
             try:
-                launched = api.post("/instance-operations/launch", body)
+                instance_id = api.post(LAUNCH, body, idempotent=False)["data"]["instance_ids"][0]
+                break
+            except AmbiguousCreate as err:
+                instance_id = _adopt(api, name, before, err, poll_s=poll_s)
+                adopted = True
                 break
             except ApiError as err:
                 if "insufficient-capacity" not in err.code:
                     raise
-                on_wait(f"{itype.name} in {where} was taken before our launch; polling again")
-        instance_id = launched["data"]["instance_ids"][0]
+                races += 1
+                # the next launch may not leave before the documented gap: past --wait, stop
+                if time.monotonic() + dict(POLICY.gaps(LAUNCH))[LAUNCH] >= deadline:
+                    raise UserError(
+                        f"Lambda listed capacity for {gpu} but refused {races} launches as "
+                        f"insufficient-capacity within --wait {wait_s:.0f} s; nothing was "
+                        f"launched or billed. Wait longer (--wait) or try another GPU type "
+                        f"(LAM5)") from None
+                on_wait(f"{itype.name} in {where} was taken before our launch (race {races}); "
+                        f"polling again (Lambda allows one launch per 10 s)")
+                time.sleep(min(poll_s, max(deadline - time.monotonic(), 0.0)))
+        # In the store before anything else can fail: a launched instance bills.
         store.record("cloud-launch", {"platform": "lambda", "instance_id": instance_id,
-                                      "type": itype.name, "region": where,
+                                      "type": itype.name, "region": where, "adopted": adopted,
                                       "filesystem": fs and fs["name"]}, box=name)
         on_wait(f"launched {itype.name} in {where} (${itype.usd_per_hour:.2f}/h, billing from "
                 f"health check): instance {instance_id}")
@@ -273,6 +324,31 @@ def lambda_up(store: Store, name: str, gpu: str = "H100:1", region: str | None =
     return store.box(name)
 
 
+def _named(api: ApiClient, name: str) -> list[dict[str, Any]]:
+    """Live instances (GET /instances) that carry `name`."""
+    return [i for i in (api.get("/instances") or {}).get("data", [])
+            if i.get("name") == name and i.get("status") != "terminated"]
+
+
+def _adopt(api: ApiClient, name: str, before: set[Any], err: ApiError, *, poll_s: float,
+           looks: int = 5) -> str:
+    """The instance a launch with a lost answer made, found by its name; never a relaunch."""
+    for look in range(looks):
+        fresh = [i for i in _named(api, name) if i.get("id") not in before]
+        if len(fresh) == 1:
+            return str(fresh[0]["id"])
+        if len(fresh) > 1:
+            ids = ", ".join(str(i["id"]) for i in fresh)
+            raise UserError(f"the launch answer was lost ({err}) and Lambda now lists "
+                            f"{len(fresh)} new instances named {name!r} ({ids}), ALL BILLING: "
+                            f"terminate the extras in the console ({CONSOLE})")
+        if look + 1 < looks:
+            time.sleep(poll_s)
+    raise UserError(f"the launch answer was lost ({err}) and no new instance named {name!r} "
+                    f"is listed after {looks} looks; rgt did not launch again. Check the "
+                    f"console ({CONSOLE}) before retrying: one may still appear and bill")
+
+
 # status and teardown -----------------------------------------------------------------------
 
 def instance_status(box: Box) -> dict[str, Any]:
@@ -294,10 +370,13 @@ def instance_status(box: Box) -> dict[str, Any]:
                      "the meter; terminate it (`rgt down`) after pulling results",
         "terminating": "terminating; billing stops once terminated",
         "terminated": "terminated; the instance no longer bills",
-    }.get(status, "unknown state: check the console")
+        "preempted": "preempted: Lambda reclaimed it and it no longer runs; relaunch and "
+                     "resume from the checkpoint home, then `rgt down` to clear it (a "
+                     "filesystem keeps billing, LAM6)",
+    }.get(status, "unknown state: treated as billing; check the console")
     return {"instance_id": instance_id, "status": status, "ip": inst.get("ip"),
             "region": (inst.get("region") or {}).get("name"),
-            "billing": status in ("booting", "active", "unhealthy"), "advice": advice}
+            "billing": BILLING.get(status, True), "advice": advice}
 
 
 def _instance_id(box: Box) -> str:
@@ -333,7 +412,7 @@ class LambdaPlatform:
                     if err.status != 404:
                         raise
                     status = "terminated"  # gone from the list: nothing left to bill
-                if status == "terminated":
+                if status in ("terminated", "preempted"):
                     break
                 if status == "unhealthy":
                     raise UserError(f"Lambda instance {instance_id} is unhealthy (Alert) after "

@@ -19,6 +19,14 @@ A marketplace of third-party hosts, and what this module does about it:
   (VAST4), a stuck Scheduling as VAST3 with its fix, Offline as VAST7, stopped as VAST1.
   `rgt watch` asks it before probing over SSH (`watch_gate`): a run on an instance that is not
   running reads "paused" with that cause, and resumes being probed once the instance runs.
+- Instance lists page (`next_token`, at most 25 per page: the official `vastai` 1.9.1 client's
+  `show_instances` follows it; GET /instances/ is announced to do the same): `list_instances`
+  reads every page. One instance is asked about directly (GET /instances/{id}/ → {"instances":
+  row | null}, the client's `show_instance`): only that saying null/404 makes it "gone"; a row
+  missing from a list is "not seen", never gone (watch must not say vanished, destroy must not be
+  confirmed from it).
+- A create (PUT /asks/{id}/) is never retried blindly: after a lost answer rgt lists instances
+  for the `label` it gave the create and adopts the new one, recorded in the store at once.
 - `VastPlatform.stop_meter` destroys: the only verb that stops the whole meter. `rgt down` calls
   it only after the Iron Law. A plain stop is never offered as a saving: its disk keeps billing.
 
@@ -39,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.platforms.http import ApiClient, ApiError, poll_interval
+from rgt.platforms.http import AmbiguousCreate, ApiClient, ApiError, RatePolicy, poll_interval
 from rgt.store import Box, Store
 from rgt.transport import SshTarget
 
@@ -47,6 +55,9 @@ API_URL = "https://console.vast.ai/api/v0"  # docs.vast.ai/api-reference
 KEY_ENV = "VAST_API_KEY"
 URL_ENV = "RGT_VAST_API_URL"
 MIN_RELIABILITY = 0.98
+# vast.ai publishes per-endpoint limits and answers 429 with Retry-After (the official client
+# honours it); we pace lightly and let Retry-After lead.
+POLICY = RatePolicy(min_interval_s=0.2)
 SCHEDULING_STUCK_S = 120.0  # "stuck > 30 s ⇒ the GPU is likely rented by someone else" (VAST3)
 
 Notify = Callable[[str], None]
@@ -54,7 +65,7 @@ Notify = Callable[[str], None]
 
 def client() -> ApiClient:
     return ApiClient(service="vast.ai", key_env=KEY_ENV, url_env=URL_ENV, default_url=API_URL,
-                     auth="bearer")
+                     auth="bearer", policy=POLICY)
 
 
 def _quiet(_: str) -> None:
@@ -237,11 +248,55 @@ def _refuse_secrets_in_onstart(onstart: str, secrets: dict[str, str]) -> None:
                         f"as env at create)")
 
 
+def list_instances(api: ApiClient, max_pages: int = 1000) -> list[dict[str, Any]]:
+    """Every instance, reading every page (`next_token` → `after_token`, as the official client
+    does); a list that stops after page one would make a billing instance look gone."""
+    rows: list[dict[str, Any]] = []
+    params: dict[str, Any] = {}
+    for _ in range(max_pages):
+        data = api.get("/instances/", **params) or {}
+        rows += data.get("instances") or []
+        token = data.get("next_token")
+        if not token:
+            return rows
+        params = {"after_token": token}
+    raise UserError(f"vast.ai kept answering more instance pages after {max_pages}; stopped")
+
+
 def find_instance(api: ApiClient, instance_id: int | str) -> dict[str, Any] | None:
-    for inst in api.get("/instances/").get("instances", []):
-        if str(inst.get("id")) == str(instance_id):
-            return inst
-    return None
+    """The instance by a direct lookup (GET /instances/{id}/); None only when vast.ai says it
+    does not exist (404, or {"instances": null} as the official client reads it)."""
+    try:
+        data = api.get(f"/instances/{int(instance_id)}/", owner="me") or {}
+    except ApiError as err:
+        if err.status == 404:
+            return None
+        raise
+    row = data.get("instances")
+    return row if isinstance(row, dict) else None
+
+
+def _labelled(api: ApiClient, label: str) -> list[dict[str, Any]]:
+    return [i for i in list_instances(api) if i.get("label") == label]
+
+
+def _adopt(api: ApiClient, label: str, before: set[Any], err: ApiError, *, poll_s: float,
+           looks: int = 5) -> int:
+    """The instance a create with a lost answer made, found by its label; never a re-create."""
+    for look in range(looks):
+        fresh = [i for i in _labelled(api, label) if i.get("id") not in before]
+        if len(fresh) == 1:
+            return int(fresh[0]["id"])
+        if len(fresh) > 1:
+            ids = ", ".join(str(i["id"]) for i in fresh)
+            raise UserError(f"the create answer was lost ({err}) and vast.ai now lists "
+                            f"{len(fresh)} new instances labelled {label!r} ({ids}), ALL "
+                            f"BILLING: destroy the extras (vastai destroy instance ID)")
+        if look + 1 < looks:
+            time.sleep(poll_s)
+    raise UserError(f"the create answer was lost ({err}) and no new instance labelled "
+                    f"{label!r} is listed after {looks} looks; rgt did not create again. "
+                    f"Check `vastai show instances` before retrying: one may still appear")
 
 
 def ssh_endpoint(inst: dict[str, Any]) -> tuple[str, int, str]:
@@ -335,13 +390,23 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
         }
         if bid is not None:
             body["price"] = bid
-        created = api.put(f"/asks/{offer.id}/", body)
+        # Instances already labelled `name` are not ours to adopt after a lost answer.
+        before = {i.get("id") for i in _labelled(api, name)}
+        adopted = False
+        try:
+            created = api.put(f"/asks/{offer.id}/", body, idempotent=False)
+        except AmbiguousCreate as err:
+            created = {"success": True, "new_contract": _adopt(api, name, before, err,
+                                                               poll_s=poll_s)}
+            adopted = True
         if not created or not created.get("success") or not created.get("new_contract"):
             raise UserError(f"vast.ai did not create an instance on offer {offer.id}: "
                             f"{api.scrub(json.dumps(created))[:200]}")
         instance_id = int(created["new_contract"])
+        # In the store before anything else can fail: the instance bills from here.
         store.record("cloud-launch", {"platform": "vastai", "instance_id": instance_id,
-                                      "offer": offer.id, "image": image, "bid": bid}, box=name)
+                                      "offer": offer.id, "image": image, "bid": bid,
+                                      "adopted": adopted}, box=name)
         on_wait(f"created instance {instance_id} on offer {offer.id} "
                 f"(${bid if bid is not None else offer.usd_per_hour:.3f}/h); waiting for it")
         inst = wait_for_running(api, instance_id, wait_s=wait_s, poll_s=poll_s,

@@ -1,8 +1,11 @@
 """A tiny JSON HTTP server on 127.0.0.1 for faking a cloud control plane in tests.
 
 `FakeApi.handle(method, path, query, body)` returns (status, json_body); the base class does the
-threading, the request log (`requests`), authentication and injected failures (`fail_next`:
-a 429/5xx answered before the real handler, as a rate-limited control plane does now and then).
+threading, the request log (`requests`), authentication and injected failures: `fail_next` (a
+429/5xx answered before the real handler, as a rate-limited control plane does now and then)
+and `fail_after` (the real handler DOES the work, then the client gets a 5xx or a dropped
+connection instead of the answer: a proxy timing out after the backend created an instance).
+A handler may answer (status, body, headers) to send headers (Retry-After, Location).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ class FakeApi:
         self.key = key
         self.requests: list[Request] = []
         self.failures: list[int] = []
+        self.after: list[tuple[str, str, int]] = []  # (method, path prefix, status or 0 = drop)
+        self.before: list[tuple[str, str, int]] = []  # (method, path prefix, status)
         self.lock = threading.RLock()
         self.server: ThreadingHTTPServer | None = None
 
@@ -50,6 +55,17 @@ class FakeApi:
     def fail_next(self, status: int = 429, times: int = 1) -> None:
         with self.lock:
             self.failures += [status] * times
+
+    def fail_after(self, method: str, path_start: str, status: int = 502) -> None:
+        """The next `method path_start…` is done, then answered `status` (0: connection closed
+        with no answer)."""
+        with self.lock:
+            self.after.append((method, path_start, status))
+
+    def fail_before(self, method: str, path_start: str, status: int = 502) -> None:
+        """The next `method path_start…` is answered `status` WITHOUT doing the work."""
+        with self.lock:
+            self.before.append((method, path_start, status))
 
     def calls(self, method: str, path_start: str = "") -> list[Request]:
         with self.lock:
@@ -83,8 +99,18 @@ class FakeApi:
                 status = self.failures.pop(0)
                 return status, {"error": "rate limited" if status == 429 else "server error"}, \
                     {"Retry-After": "0"}
-            status, payload = self.handle(req)
-            return status, payload, {}
+            for i, (m, start, code) in enumerate(self.before):
+                if m == method and path.startswith(start):
+                    del self.before[i]
+                    return code, {"error": "bad gateway"}, {}
+            answer = self.handle(req)
+            status, payload = answer[0], answer[1]
+            headers = answer[2] if len(answer) > 2 else {}
+            for i, (m, start, code) in enumerate(self.after):
+                if m == method and path.startswith(start) and status < 400:
+                    del self.after[i]
+                    return code, {"error": "bad gateway"}, {"X-Drop": "1"} if code == 0 else {}
+            return status, payload, headers
 
     def start(self) -> FakeApi:
         fake = self
@@ -95,6 +121,10 @@ class FakeApi:
                 raw = self.rfile.read(length) if length else b""
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 status, payload, extra = fake._dispatch(self.command, self.path, headers, raw)
+                if status == 0:  # the work is done; the answer never arrives
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

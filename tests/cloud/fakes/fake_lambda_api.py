@@ -18,8 +18,14 @@ with the API key as user name and an empty password, or `Authorization: Bearer K
 Errors: {"error": {"code", "message", "suggestion"}} — 401 global/invalid-api-key,
 400 global/invalid-parameters, 400 instance-operations/launch/insufficient-capacity,
 400 instance-operations/launch/file-system-in-wrong-region, 404 global/object-does-not-exist,
-429 rate limited. Filesystem constraints: docs.lambda.ai/public-cloud/filesystems (region-locked,
-attach at launch only).
+403 global/account-inactive (docs.lambda.ai/api/cloud error codes: the account cannot use the
+API, e.g. no payment method), 429 rate limited. Rate limits (LambdaLabs/docsy-lambda-docs
+content/en/cloud/rate-limiting.md, "Are API requests rate-limited?"): ~1 request/s in general and
+1 request per 10 s to /instance-operations/launch, a 429 (Cloudflare "error code: 1015")
+otherwise; `launch_interval_s` enforces the launch limit here (tests scale it down with
+RGT_CLOUD_RATE_SCALE). Instance status enum (the API spec's InstanceStatus): booting, active,
+unhealthy, terminating, terminated, preempted. Filesystem constraints:
+docs.lambda.ai/public-cloud/filesystems (region-locked, attach at launch only).
 
 Honest on purpose: it rejects what the real API rejects, so the client cannot pass by sending
 something the real service would refuse.
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import time
 from typing import Any
 
 from fake_http import FakeApi, Request
@@ -69,6 +76,14 @@ class FakeLambda(FakeApi):
         self.terminate_polls = 2   # GETs an instance stays terminating
         self.after_terminate = "terminated"  # or "unhealthy": a box stuck in Alert
         self._ids = (f"inst-{n:04d}" for n in itertools.count(1))
+        self.account_inactive = False  # answer every request 403 global/account-inactive
+        self.redirect_to: str | None = None  # answer every request 301 Location: …
+        self.launch_interval_s: float | None = None  # the documented 1 launch / 10 s
+        self.launch_times: list[float] = []
+        self.rate_limited = 0  # 429s answered
+        # capacity listed by GET /instance-types but gone by the launch (someone else won):
+        # the race LAM5 describes, answered as the documented insufficient-capacity
+        self.race = False
 
     # fixtures-facing helpers ---------------------------------------------------------------
 
@@ -101,8 +116,21 @@ class FakeLambda(FakeApi):
 
     # routes ----------------------------------------------------------------------------------
 
-    def handle(self, req: Request) -> tuple[int, Any]:
+    def handle(self, req: Request) -> tuple[Any, ...]:
+        if self.redirect_to:
+            return 301, {}, {"Location": self.redirect_to}
+        if self.account_inactive:
+            return _err(403, "global/account-inactive",
+                        "Your account is inactive.",
+                        "Make sure you have verified your email address and added a payment "
+                        "method, or contact support.")
         route = (req.method, req.path)
+        if route == ("POST", "/instance-operations/launch") and self.launch_interval_s:
+            now = time.monotonic()
+            if self.launch_times and now - self.launch_times[-1] < self.launch_interval_s:
+                self.rate_limited += 1
+                return 429, "error code: 1015"
+            self.launch_times.append(now)
         if route == ("GET", "/instance-types"):
             return self._instance_types()
         if route == ("GET", "/file-systems"):
@@ -164,7 +192,7 @@ class FakeLambda(FakeApi):
                 return _err(400, "instance-operations/launch/file-system-in-wrong-region",
                             "File system is in a different region than the instance.",
                             "Launch in the file system's region.")
-        if region not in self.capacity[itype]:
+        if self.race or region not in self.capacity[itype]:
             return _err(400, "instance-operations/launch/insufficient-capacity",
                         "Not enough capacity to fulfill launch request.",
                         "Choose an instance type with more availability, or try again later.")

@@ -13,12 +13,20 @@ Docs: https://docs.vast.ai/api-reference (base https://console.vast.ai/api/v0, a
                               actual_status, intended_status, cur_state, status_msg, ssh_host,
                               ssh_port, public_ipaddr, ports: {"22/tcp": [{HostIp, HostPort}]},
                               dph_total, ...}]}
+                              Pages when `page_size` is set: {"instances": [...], "next_token"},
+                              the next page asked with ?after_token= (the official vastai 1.9.1
+                              client's show_instances: /api/v1/instances/, limit ≤ 25, next_token
+                              → after_token; GET /instances/ is announced to page the same way).
+- GET    /instances/{id}/     show instance (vastai 1.9.1 api/instances.py show_instance):
+                              {"instances": row}, {"instances": null} when it does not exist
 - PUT    /instances/{id}/     manage instance: {"state": "running"|"stopped"} → {"success": true}
 - DELETE /instances/{id}/     destroy instance → {"success": true}
 
 Errors: 401 {"success": false, "error": "invalid_user", "msg": ...} on a missing/wrong key, 400
 {"success": false, "error": "invalid_args", "msg": ...} on a bad request, 404 on an unknown ask or
-instance, 429 on rate limiting. Bidding: vast.ai/article/Rental-Types (price below min_bid refused).
+instance, 429 on rate limiting with the reason in `detail` (`rate_limit_next`; the official
+client honours Retry-After on 429). Bidding: vast.ai/article/Rental-Types (price below min_bid
+refused).
 """
 
 from __future__ import annotations
@@ -64,6 +72,8 @@ class FakeVast(FakeApi):
         self.boot = list(BOOT)
         self.destroy_polls = 1  # listings during which a destroyed instance still shows
         self._ids = itertools.count(9000001)
+        self.page_size: int | None = None  # GET /instances/ pages by this many
+        self.rate_limit_next = 0  # answer this many requests 429 {"detail": ...}
 
     # state changes the host makes, not the client (docs.vast.ai: instance states) -----------
 
@@ -94,16 +104,24 @@ class FakeVast(FakeApi):
         return 401, {"success": False, "error": "invalid_user",
                      "msg": "Invalid user key or missing Authorization header."}
 
-    def handle(self, req: Request) -> tuple[int, Any]:
+    def handle(self, req: Request) -> tuple[Any, ...]:
+        if self.rate_limit_next:
+            self.rate_limit_next -= 1
+            return 429, {"detail": "API requests too frequent: endpoint threshold=2.0 per 1.0s"}, \
+                {"Retry-After": "0"}
         parts = [p for p in req.path.split("/") if p]
         if req.method == "GET" and parts == ["bundles"]:
             return self._search(req.query.get("q", "{}"))
         if req.method == "PUT" and len(parts) == 2 and parts[0] == "asks":
             return self._create(int(parts[1]), req.body or {})
         if req.method == "GET" and parts == ["instances"]:
-            return 200, {"instances": self._list()}
+            return 200, self._page(self._list(), req.query.get("after_token"))
         if len(parts) == 2 and parts[0] == "instances":
             inst = self.instances.get(int(parts[1]))
+            if req.method == "GET":
+                if inst is None or inst.get("_destroyed_after") == 0:
+                    return 200, {"instances": None}
+                return 200, {"instances": self._show(inst)}
             if inst is None or inst.get("_destroyed_after") == 0:
                 return 404, {"success": False, "error": "no_such_instance",
                              "msg": "Instance not found."}
@@ -178,19 +196,27 @@ class FakeVast(FakeApi):
         }
         return 200, {"success": True, "new_contract": instance_id}
 
+    def _page(self, rows: list[dict[str, Any]], after: str | None) -> dict[str, Any]:
+        if not self.page_size:
+            return {"instances": rows}
+        start = int(after or 0)
+        end = start + self.page_size
+        return {"instances": rows[start:end], "next_token": str(end) if end < len(rows) else None,
+                "total_instances": len(rows)}
+
+    def _show(self, inst: dict[str, Any]) -> dict[str, Any]:
+        """One look at an instance (a listing or a show): it moves one boot step."""
+        if "_destroyed_after" in inst:
+            inst["_destroyed_after"] -= 1
+        elif inst["_boot"]:
+            actual, _, msg = inst["_boot"].pop(0)
+            inst.update(actual_status=actual, status_msg=msg)
+            if actual == "running" and inst["_runtype"].endswith("direct"):
+                inst.update(public_ipaddr="127.0.0.1",
+                            ports={"22/tcp": [{"HostIp": "0.0.0.0",
+                                               "HostPort": str(self.ssh_port)}]})
+        return {k: v for k, v in inst.items() if not k.startswith("_")}
+
     def _list(self) -> list[dict[str, Any]]:
-        out = []
-        for inst in list(self.instances.values()):
-            if "_destroyed_after" in inst:
-                if inst["_destroyed_after"] <= 0:
-                    continue
-                inst["_destroyed_after"] -= 1
-            elif inst["_boot"]:
-                actual, _, msg = inst["_boot"].pop(0)
-                inst.update(actual_status=actual, status_msg=msg)
-                if actual == "running" and inst["_runtype"].endswith("direct"):
-                    inst.update(public_ipaddr="127.0.0.1",
-                                ports={"22/tcp": [{"HostIp": "0.0.0.0",
-                                                   "HostPort": str(self.ssh_port)}]})
-            out.append({k: v for k, v in inst.items() if not k.startswith("_")})
-        return out
+        return [self._show(inst) for inst in list(self.instances.values())
+                if inst.get("_destroyed_after", 1) > 0]
