@@ -100,6 +100,10 @@ def main() -> int:
     if (reason := unavailable()) is not None:
         print(f"cannot run: {reason}", file=sys.stderr)
         return 2
+    for peer in ("rsync", "scp"):  # rgt needs neither; the comparison does
+        if shutil.which(peer) is None:
+            print(f"cannot run: {peer} not installed (the comparison needs it)", file=sys.stderr)
+            return 2
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="rgt-bench-"))
     src, dest = work / "src", work / "dest"

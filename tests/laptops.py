@@ -1,7 +1,7 @@
 """Laptops as people have them, simulated on this Linux machine for the real `rgt` command line:
 
-- ``mac``: CPython < 3.13 on macOS: no ``os.waitid`` (and none of Linux's other extras), and
-  no /proc. A sitecustomize.py on PYTHONPATH deletes the calls; the CLI runs under
+- ``mac``: CPython < 3.13 on macOS: no ``os.waitid`` (and none of Linux's other extras), no
+  /proc, no setsid(1). A sitecustomize.py on PYTHONPATH deletes the calls; the CLI runs under
   ``unshare --mount`` with an empty tmpfs over /proc (needs root). Everything the CLI starts
   (ssh, a local box's runner) inherits both.
 - ``old_rsync``: macOS's stock rsync (2.6.9, or openrsync from macOS 15; protocol 29) first on
@@ -97,12 +97,14 @@ def path_without(directory: Path, names: Iterable[str]) -> Path:
 
 class Laptop(Rgt):
     """`rgt` as run on a simulated laptop: PATH replaced or prefixed, and with ``mac=True``
-    no os.waitid and no /proc."""
+    no os.waitid, no /proc and no setsid(1) (macOS has none; a local box there is the Mac)."""
 
     def __init__(self, home: Path, *, path: str | None = None, mac: bool = False,
                  work: Path | None = None) -> None:
         super().__init__(home)
         self.prefix: list[str] = []
+        if path is None and mac:
+            path = str(path_without((work or home.parent) / "mac-bin", ["setsid"]))
         if path is not None:
             self.env["PATH"] = path
         if mac:

@@ -41,7 +41,7 @@ def unavailable() -> str | None:
     """Why a real sshd cannot run here, or None if it can."""
     if not os.path.exists(SSHD):
         return f"{SSHD} not installed (apt-get install openssh-server)"
-    for tool in ("ssh", "ssh-keygen", "rsync"):
+    for tool in ("ssh", "ssh-keygen"):  # no rsync: rgt moves files with its own engine
         if shutil.which(tool) is None:
             return f"{tool} not installed"
     if os.geteuid() != 0:

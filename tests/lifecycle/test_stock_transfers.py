@@ -60,12 +60,14 @@ def up_ssh(cli, server, tmp_path, name):
 
 
 def test_mac_laptop_case_1(tmp_path, sshd_server):
-    """Case 1: CPython 3.11/3.12 on macOS has no os.waitid and the Mac has no /proc; every
-    push and pull used to end in `AttributeError: module 'os' has no attribute 'waitid'`."""
+    """Case 1: CPython 3.11/3.12 on macOS has no os.waitid, and the Mac has no /proc and no
+    setsid(1); every push and pull used to end in `AttributeError: module 'os' has no
+    attribute 'waitid'`, and a local box's run could not detach."""
     mac = Laptop(tmp_path / "home", mac=True)
     seen = mac.command(sys.executable, "-c",
-                       "import os; print(hasattr(os, 'waitid'), os.path.exists('/proc/self'))")
-    assert seen.stdout.split() == ["False", "False"], seen.stdout + seen.stderr  # the fixture
+                       "import os, shutil; print(hasattr(os, 'waitid'), "
+                       "os.path.exists('/proc/self'), shutil.which('setsid'))")
+    assert seen.stdout.split() == ["False", "False", "None"], seen.stdout + seen.stderr
 
     spec = workdir(tmp_path)
     assert_clean(mac("up", "here"))

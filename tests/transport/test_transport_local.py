@@ -1,12 +1,14 @@
 """LocalTransport: the same run/put/get semantics as SshTransport, on this machine."""
 
 import os
+import signal
+import threading
 import time
 
 import pytest
 
 from rgt.errors import UserError
-from rgt.transport import CommandTimeout, LocalTransport, Transport, TransportError
+from rgt.transport import CommandTimeout, LocalTransport, Transport, TransportError, transfer
 
 
 @pytest.fixture
@@ -82,3 +84,70 @@ def test_unwritable_destination_is_not_retried(local, tmp_path):
     with pytest.raises(TransportError, match="cannot create directory"):
         local.put(src, str(blocker / "sub"))
     assert time.monotonic() - started < 3
+
+
+def _far_side_of_this_process() -> int | None:
+    """The pid of the engine's far side that this test process started (its argv carries the
+    bootstrap), from /proc."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read()
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and b"rgt-xfer" in argv:
+            return int(entry)
+    return None
+
+
+def test_a_far_side_that_stops_moving_is_cut_off_and_the_next_attempt_resumes(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(transfer, "IO_TIMEOUT", 1)  # a dead link is noticed after 1 s here
+    src = tmp_path / "src"
+    src.mkdir()
+    data = os.urandom(16 << 20)
+    (src / "big.bin").write_bytes(data)
+    dest = tmp_path / "dest"
+    frozen: list[int] = []
+
+    def freeze_once() -> None:  # the far side hangs mid-file, as behind a dead link
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            partials = list(dest.glob(".rgt-partial/*"))
+            pid = _far_side_of_this_process()
+            if pid and partials and partials[0].stat().st_size > (4 << 20):
+                os.kill(pid, signal.SIGSTOP)
+                frozen.append(pid)
+                return
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=freeze_once, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    stats = LocalTransport(bwlimit=8_000_000).put(src, str(dest), retries=2)
+    thread.join()
+    assert frozen, "the far side was never frozen"
+    assert stats.attempts == 2 and (dest / "big.bin").read_bytes() == data
+    assert stats.bytes_sent < 1.5 * len(data)  # resumed, not resent
+    assert time.monotonic() - started < 15
+
+
+def test_an_attempt_past_its_time_limit_resumes_and_then_gives_up_in_one_line(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    data = os.urandom(6 << 20)
+    (src / "big.bin").write_bytes(data)
+    slow = LocalTransport(bwlimit=4_000_000)  # 1.5 s of data, 0.8 s per attempt
+    stats = slow.put(src, str(tmp_path / "dest"), timeout=0.8, retries=5)
+    assert stats.attempts >= 2 and (tmp_path / "dest" / "big.bin").read_bytes() == data
+    assert stats.bytes_sent < 1.5 * len(data)
+
+    with pytest.raises(TransportError, match=r"ran past its 0.5s limit \(gave up after 2 ") as e:
+        slow.put(src, str(tmp_path / "other"), timeout=0.5, retries=1)
+    assert "\n" not in str(e.value)
+    assert not (tmp_path / "other" / "big.bin").exists()

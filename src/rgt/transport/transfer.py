@@ -293,7 +293,8 @@ def move(argv: Sequence[str], *, local_role: str, root: Path | str, what: str,
         if attempts > retries:
             if isinstance(a.error, Unreachable):
                 raise a.error
-            raise TransportError(f"{a.error} (gave up after {attempts} attempts)")
+            after = f" (gave up after {attempts} attempts)" if attempts > 1 else ""
+            raise TransportError(f"{a.error}{after}")
         pause = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (attempts - 1))
         time.sleep(pause * random.uniform(0.8, 1.2))
 
