@@ -173,7 +173,12 @@ class Store:
         )
 
     def runs(self, box: str) -> list[Run]:
-        rows = self.db.execute("SELECT * FROM runs WHERE box=? ORDER BY created", (box,))
+        """The runs of the box now registered under this name. A reused name is a new box
+        (`up` after `down`): the old box's runs keep their rows untouched and are never
+        probed on, or charged to, the new one — runs launched before it came up are not its."""
+        rows = self.db.execute(
+            "SELECT runs.* FROM runs JOIN boxes ON boxes.name = runs.box "
+            "WHERE runs.box=? AND runs.created >= boxes.created ORDER BY runs.created", (box,))
         return [_run(r) for r in rows]
 
     def run(self, box: str, run_id: str | None = None) -> Run:

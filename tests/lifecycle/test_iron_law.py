@@ -115,3 +115,19 @@ def test_down_of_a_local_box_keeps_the_users_data_dir(cli, tmp_path):
     deleted = [line for line in out.splitlines() if "deletes" in line]
     assert len(deleted) == 1 and f"{mine}/rgt/{run_id}" in deleted[0], out  # … and named
     assert (durable / "rgt" / run_id).is_dir()
+
+
+def test_a_reused_box_name_is_a_new_box(cli, tmp_path):
+    cli.ok("up", "box")
+    spec = write_job(tmp_path / "job", run="mkdir -p out && echo w > out/w.bin",
+                     outputs=["out"])
+    run_id = cli.ok("run", "box", str(spec)).stdout.strip().splitlines()[-1]
+    cli.ok("watch", "box", run_id, "--until-done", "--timeout", "60")
+    cli.ok("pull", "box", run_id, "--dest", str(tmp_path / "res"))
+    cli.ok("down", "box", "--yes")
+    before = Store(cli.home / "state.db").find_run(run_id)
+    cli.ok("up", "box", "--data-dir", str(tmp_path / "other"))  # same name, a new box
+    down_again = cli("down", "box", "--yes")  # the old run neither blocks it …
+    assert down_again.returncode == 0, down_again.stdout + down_again.stderr
+    after = Store(cli.home / "state.db").find_run(run_id)
+    assert (after.status, after.updated) == (before.status, before.updated)  # … nor changes
