@@ -182,3 +182,25 @@ def test_preempted_while_booting_ends_the_wait(lambda_api):
     with pytest.raises(UserError, match="went preempted"):
         lambda_cloud.wait_for_active(lambda_cloud.client(), inst["id"], wait_s=5, poll_s=0.01,
                                      on_wait=lambda _: None)
+
+
+# item 5: limits the fakes enforce, refused by rgt first ------------------------------------
+
+def test_over_limit_onstart_and_env_refused_before_create(vast_api, store, monkeypatch):
+    vast_api.offers = [offer(601)]
+    with pytest.raises(UserError, match="at most 4096"):
+        vastai.vast_up(store, "vb", 601, IMAGE, 20, onstart="echo " + "x" * 4100)
+    monkeypatch.setenv("HF_TOKEN", "h" * 300)
+    with pytest.raises(UserError, match="HF_TOKEN is longer than 256"):
+        vastai.vast_up(store, "vb", 601, IMAGE, 20, secrets=("HF_TOKEN",))
+    assert not vast_api.calls("PUT", "/asks/")
+    status, answer = vast_api._create(601, {"image": IMAGE, "disk": 20, "runtype": "ssh",
+                                            "onstart": "x" * 4097})
+    assert status == 400 and "4096" in answer["msg"]  # the fake refuses it too
+
+
+def test_lambda_name_over_64_refused_before_launch(lambda_api, store):
+    lambda_api.capacity["gpu_1x_h100_pcie"] = {"us-east-1"}
+    with pytest.raises(UserError, match="at most 64"):
+        lambda_cloud.lambda_up(store, "n" * 65, "H100:1")
+    assert not lambda_api.calls("POST", "/instance-operations/launch")

@@ -263,6 +263,22 @@ def list_instances(api: ApiClient, max_pages: int = 1000) -> list[dict[str, Any]
     raise UserError(f"vast.ai kept answering more instance pages after {max_pages}; stopped")
 
 
+ONSTART_MAX = 4096  # onstart + args, characters (vast.ai's create limit)
+ENV_VALUE_MAX = 256
+
+
+def _refuse_over_limits(body: dict[str, Any]) -> None:
+    """What vast.ai would refuse at create, refused here with the fix, before anything bills."""
+    if len(body.get("onstart") or "") > ONSTART_MAX:
+        raise UserError(f"the onstart script is {len(body['onstart'])} characters; vast.ai "
+                        f"takes at most {ONSTART_MAX}: shorten --onstart (put a long script in "
+                        f"the pushed code and call it)")
+    long = [k for k, v in (body.get("env") or {}).items() if len(str(v)) > ENV_VALUE_MAX]
+    if long:
+        raise UserError(f"--secret {long[0]} is longer than {ENV_VALUE_MAX} characters, the most "
+                        f"vast.ai takes for an env value: push it as a file instead")
+
+
 def find_instance(api: ApiClient, instance_id: int | str) -> dict[str, Any] | None:
     """The instance by a direct lookup (GET /instances/{id}/); None only when vast.ai says it
     does not exist (404, or {"instances": null} as the official client reads it)."""
@@ -390,6 +406,7 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
         }
         if bid is not None:
             body["price"] = bid
+        _refuse_over_limits(body)
         # Instances already labelled `name` are not ours to adopt after a lost answer.
         before = {i.get("id") for i in _labelled(api, name)}
         adopted = False

@@ -177,6 +177,8 @@ class FakeLambda(FakeApi):
             return _err(400, "global/invalid-parameters", "Exactly one SSH key name is required")
         if keys[0] not in {k["name"] for k in self.ssh_keys}:
             return _err(400, "global/invalid-parameters", f"SSH key {keys[0]!r} does not exist")
+        if len(body.get("name") or "") > 64:  # the launch schema: name maxLength 64
+            return _err(400, "global/invalid-parameters", "name must be at most 64 characters")
         if body.get("quantity", 1) != 1:
             return _err(400, "global/invalid-parameters", "quantity must be 1 here")
         fs_names = body.get("file_system_names") or []

@@ -177,8 +177,15 @@ class FakeVast(FakeApi):
             return 400, {"success": False, "error": "invalid_args", "msg": "bad runtype"}
         if not isinstance(body.get("env", {}), dict):
             return 400, {"success": False, "error": "invalid_args", "msg": "env must be a dict"}
-        if len(body.get("onstart") or "") > 16 * 1024:
-            return 400, {"success": False, "error": "invalid_args", "msg": "onstart over 16 KB"}
+        # issue 12 item 5 (held against the official client): onstart + args ≤ 4096
+        # characters, each env value ≤ 256
+        args = body.get("args") or []
+        if len(body.get("onstart") or "") + len(" ".join(map(str, args))) > 4096:
+            return 400, {"success": False, "error": "invalid_args",
+                         "msg": "onstart and args together exceed 4096 characters"}
+        if any(len(str(v)) > 256 for v in (body.get("env") or {}).values()):
+            return 400, {"success": False, "error": "invalid_args",
+                         "msg": "env values must be at most 256 characters"}
         price = body.get("price")
         if price is not None and price < ask["min_bid"]:
             return 400, {"success": False, "error": "invalid_args",
