@@ -119,10 +119,47 @@ class Evidence:
     detail: dict[str, Any]
 
 
+class StoreFull(UserError):
+    """The disk under RGT_HOME is full: the write did not happen, the store is as it was."""
+
+
+def _store_error(err: sqlite3.OperationalError, path: Path) -> Exception:
+    text = str(err)
+    if "full" in text or "disk I/O error" in text or "unable to open" in text:
+        return StoreFull(f"cannot write rgt's state in {path.parent} ({text}): free space there "
+                         "(df -h and df -i), or point RGT_HOME elsewhere; nothing was recorded "
+                         "and the store is as it was")
+    return err
+
+
+class _Connection(sqlite3.Connection):
+    """Every statement of the store goes through here, so a full disk (SQLite's atomic
+    writes leave the file as it was) is one clear error, not a sqlite traceback."""
+
+    store_path: Path = Path("state.db")
+
+    def execute(self, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
+        try:
+            return super().execute(*args)
+        except sqlite3.OperationalError as err:
+            raise _store_error(err, self.store_path) from None
+
+    def executescript(self, script: str) -> sqlite3.Cursor:  # type: ignore[override]
+        try:
+            return super().executescript(script)
+        except sqlite3.OperationalError as err:
+            raise _store_error(err, self.store_path) from None
+
+
 class Store:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or rgt_home() / "state.db"
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None,
+                                      factory=_Connection)
+        except sqlite3.OperationalError as err:
+            raise _store_error(err, self.path) from None
+        self.db.store_path = self.path
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(SCHEMA)

@@ -5,6 +5,7 @@ Every `UserError` raised below ends here as one line on stderr and its exit code
 
 from __future__ import annotations
 
+import errno
 import sys
 
 import typer
@@ -41,7 +42,19 @@ def main() -> None:
         hostos.check_supported()  # native Windows: one line saying to use WSL, for every verb
         app()
     except UserError as err:
-        # A Text, not markup: messages carry rsync's "[sender=3.2.7]", paths, box output.
-        err_console.print(Text.assemble(("error:", "bold red"), " ", str(err)),
-                          highlight=False, soft_wrap=True)
+        _say(str(err))
         sys.exit(err.exit_code)
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # A full laptop disk (RGT_HOME, a pull destination) is the user's to fix, not a bug.
+        _say(f"no space left writing {err.filename or 'a file'} ({err.strerror}): free space "
+             "there (df -h and df -i) and run the command again; files rgt writes are "
+             "written whole or not at all")
+        sys.exit(2)
+
+
+def _say(message: str) -> None:
+    # A Text, not markup: messages carry rsync's "[sender=3.2.7]", paths, box output.
+    err_console.print(Text.assemble(("error:", "bold red"), " ", message),
+                      highlight=False, soft_wrap=True)
