@@ -100,3 +100,14 @@ def test_a_box_that_no_longer_answers_can_still_be_marked_down(cli, sshd_server,
     assert refused.returncode == 3 and "never pulled" in refused.stderr
     given_up = cli("down", "gpu2", "--discard-results", input="gpu2\n")
     assert given_up.returncode == 0, given_up.stderr
+
+
+def test_watch_on_a_box_that_stops_answering_backs_off_and_gives_up(cli, sshd_server, tmp_path):
+    assert up_ssh(cli, sshd_server, tmp_path).returncode == 0
+    spec = write_job(tmp_path / "job", run="sleep 120")
+    run_id = cli.ok("run", "gpu", str(spec)).stdout.strip().splitlines()[-1]
+    sshd_server.stop()  # the box's network is gone: every connection is refused
+    watched = cli("watch", "gpu", run_id, "--until-done", "--give-up-after", "4", timeout=120)
+    assert watched.returncode == 6, watched.stdout + watched.stderr
+    assert "does not answer" in watched.stderr and "asking again in" in watched.stderr
+    assert "has not answered for" in watched.stderr and "Traceback" not in watched.stderr

@@ -227,21 +227,29 @@ def watch(
     until_done: Annotated[bool, typer.Option(
         "--until-done", help="Wait; exit 0 only if the run succeeds.")] = False,
     timeout: Annotated[float | None, typer.Option(help="Give up waiting after N s.")] = None,
+    give_up_after: Annotated[float, typer.Option(
+        min=0, help="With --follow/--until-done: stop (exit 6) once the box has not answered "
+                    "for N s; 0 waits forever.")] = watch_mod.UNREACHABLE_GIVE_UP_S,
 ) -> None:
     """The run's real state: reconciled with its process, heartbeat, disks, latest metrics."""
     store = Store()
     box = store.box(name)
     run = store.run(box.name, run_id)
+    patience = {"give_up_s": give_up_after or None, "say": _say_waiting}
     if follow:
-        watch_mod.follow(store, box, run, _write_through, timeout_s=timeout)
+        watch_mod.follow(store, box, run, _write_through, timeout_s=timeout, **patience)
     elif until_done:
-        watch_mod.wait_until_done(store, box, run, timeout_s=timeout)
+        watch_mod.wait_until_done(store, box, run, timeout_s=timeout, **patience)
     summary = watch_mod.refresh(store, box, run)
     if summary["status"] in RESUMABLE and (newest := watch_mod.newest_checkpoint(box, run)):
         summary["resume_from"] = newest
     _render_summary(store, box.name, run.id, summary)
     if (until_done or follow) and summary["status"] != "succeeded":
         raise typer.Exit(1)
+
+
+def _say_waiting(message: str) -> None:
+    err_console.print(message, style="yellow", markup=False, highlight=False)
 
 
 def _write_through(text: str) -> None:

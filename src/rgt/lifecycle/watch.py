@@ -67,6 +67,10 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
                 summary["causes"].insert(0, f"the machine came back but nothing relaunched "
                                             f"the run within {RESUME_GRACE_S:.0f} s: read "
                                             f"{run.remote_dir}/runner.out and the onstart log")
+    if run.status == "cancelled" and summary["status"] in TERMINAL:
+        # `rgt cancel` asked for this end; the box reads it as "stopped" (or "failed" when the
+        # trainer outlived the grace and was killed): the user's word is the status
+        summary["status"] = "cancelled"
     if summary["status"] != run.status or summary["exit_code"] != run.exit_code:
         store.update_run(run.id, status=summary["status"], exit_code=summary["exit_code"])
         store.record("status", {"from": run.status, "to": summary["status"],
@@ -188,22 +192,71 @@ def disk_trend(store: Store, box: str, run: str) -> dict[str, float]:
     return trend
 
 
+UNREACHABLE_GIVE_UP_S = 900.0  # a box silent this long is down or gone: stop waiting, say so
+UNREACHABLE_BACKOFF_MAX_S = 60.0
+
+
+class BoxUnreachable(UserError):
+    """The box stopped answering for longer than the caller was willing to wait."""
+
+    exit_code = 6
+
+
+class Silence:
+    """How long a box has not answered, how long to wait before asking again, and when to
+    give up: each failed poll doubles the pause (to a minute), an answer resets it."""
+
+    def __init__(self, box: Box, poll_s: float, give_up_s: float | None, say=None) -> None:
+        self.box, self.poll_s, self.give_up_s, self.say = box, poll_s, give_up_s, say
+        self.since: float | None = None
+        self.pause = poll_s
+
+    def answered(self) -> None:
+        self.since, self.pause = None, self.poll_s
+
+    def failed(self, error: str) -> float:
+        """Record a failed poll; return the pause before the next, or raise past the limit."""
+        now = time.monotonic()
+        self.since = self.since or now
+        silent = now - self.since
+        if self.give_up_s is not None and silent >= self.give_up_s:
+            raise BoxUnreachable(
+                f"{self.box.name} has not answered for {silent:.0f} s ({error}); stopped "
+                "watching — the run may still be going: check the platform's console, then "
+                f"`rgt watch {self.box.name}` again (--give-up-after sets this wait)")
+        self.pause = min(UNREACHABLE_BACKOFF_MAX_S, self.pause * 2)
+        if self.say is not None:
+            limit = f", giving up after {self.give_up_s:.0f} s" if self.give_up_s else ""
+            self.say(f"{self.box.name} does not answer ({error}); asking again in "
+                     f"{self.pause:.0f} s (silent for {silent:.0f} s{limit})")
+        return self.pause
+
+
 def wait_until_done(store: Store, box: Box, run: Run, *, poll_s: float = 2.0,
-                    timeout_s: float | None = None, on_update=None) -> dict[str, Any]:
-    """Poll until the run is terminal; reconnects on every poll, so an SSH drop is harmless."""
+                    timeout_s: float | None = None, on_update=None,
+                    give_up_s: float | None = UNREACHABLE_GIVE_UP_S, say=None
+                    ) -> dict[str, Any]:
+    """Poll until the run is terminal; reconnects on every poll, so an SSH drop is harmless.
+
+    A box that does not answer is asked again with backoff, each failure told to `say`, and
+    given up on (BoxUnreachable) after `give_up_s` seconds of silence."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    silence = Silence(box, poll_s, give_up_s, say)
     while True:
+        pause = poll_s
         try:
             summary = refresh(store, box, run)
+            silence.answered()
         except UserError as err:
             summary = {"status": "unreachable", "error": str(err)}
+            pause = silence.failed(str(err))
         if on_update:
             on_update(summary)
         if summary["status"] in TERMINAL:
             return summary
         if deadline is not None and time.monotonic() > deadline:
             raise _still_going(box, run, summary, timeout_s)
-        time.sleep(poll_s)
+        time.sleep(pause)
 
 
 def _still_going(box: Box, run: Run, summary: dict[str, Any], timeout_s: float) -> UserError:
@@ -212,24 +265,30 @@ def _still_going(box: Box, run: Run, summary: dict[str, Any], timeout_s: float) 
 
 
 def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
-           timeout_s: float | None = None) -> dict[str, Any]:
+           timeout_s: float | None = None, give_up_s: float | None = UNREACHABLE_GIVE_UP_S,
+           say=None) -> dict[str, Any]:
     """Stream new log text to `write` until the run ends; return its final summary.
 
     Each poll opens one connection for both the log tail and the probe, so an SSH drop costs
-    one missed poll and the stream picks up from the last byte it printed.
+    one missed poll and the stream picks up from the last byte it printed; a box that stays
+    silent is handled as in `wait_until_done`.
     """
     offset = 0
     log = shlex.quote(f"{run.remote_dir}/log")
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    silence = Silence(box, poll_s, give_up_s, say)
     while True:
+        pause = poll_s
         transport = transport_for(box)
         try:
             # the platform speaks first: a paused instance has no log to read over SSH
             summary = refresh(store, box, run, transport)
             chunk = "" if summary["status"] == "paused" else transport.run(
                 f"tail -c +{offset + 1} {log} 2>/dev/null", check=False, timeout=30).stdout
-        except UserError:
+            silence.answered()
+        except UserError as err:
             chunk, summary = "", {"status": "unreachable"}
+            pause = silence.failed(str(err))
         finally:
             transport.close()
         if chunk:
@@ -240,7 +299,7 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
         if deadline is not None and time.monotonic() > deadline:
             raise _still_going(box, run, summary, timeout_s)
         if not chunk:
-            time.sleep(poll_s)
+            time.sleep(pause)
 
 
 def read_log(box: Box, run: Run, lines: int | None = None, cell: int | None = None) -> str:
