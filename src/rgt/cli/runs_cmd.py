@@ -15,6 +15,7 @@ from rich.table import Table
 from rgt.cli import app
 from rgt.cli.console import console, duration
 from rgt.errors import UserError
+from rgt.lifecycle import cancel as cancel_mod
 from rgt.lifecycle import resume as resume_mod
 from rgt.lifecycle.watch import refresh
 from rgt.store import LIVE, Run, Store
@@ -89,3 +90,38 @@ def resume(
                   f"on {escape(run.box)}, resuming {escape(run.spec.get('resumes') or '')}")
     console.print(f"Watch: [bold]rgt watch {run.box} --follow[/]")
     print(run.id)
+
+
+@app.command()
+def cancel(
+    name: Annotated[str, typer.Argument(help="The box the run is on.")],
+    run_id: Annotated[str | None, typer.Argument(help="Run id (a unique prefix will do); "
+                                                      "default: the newest run.")] = None,
+    grace: Annotated[float | None, typer.Option(
+        "--grace", min=0, help="Seconds between SIGTERM (the trainer checkpoints) and SIGKILL; "
+                               "default: the profile's preemption grace, else 30.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+) -> None:
+    """Stop a live run: SIGTERM so the trainer checkpoints, SIGKILL after the grace.
+
+    The run reads `cancelled`; pull it like any other (its log, checkpoints, partial outputs),
+    then `rgt down` works as usual.
+    """
+    store = Store()
+    box = store.box(name)
+    run = store.run(box.name, run_id)
+    grace_s = cancel_mod.default_grace(box) if grace is None else grace
+    if run.status not in LIVE:  # before asking: nothing to confirm
+        cancel_mod.cancel(store, box, run, grace_s)
+    if not yes:
+        typed = typer.prompt(f"Cancel run {run.id} on {name}? Type the box name ({name}) to "
+                             "confirm", default="", show_default=False)
+        if typed.strip() != name:
+            raise UserError("confirmation did not match; the run goes on", exit_code=1)
+    console.print(f"stopping {escape(run.id)}: SIGTERM, SIGKILL after {grace_s:g} s ...")
+    report = cancel_mod.cancel(store, box, run, grace_s)
+    how = "; ".join(report.get("sent") or []) or "its processes were already gone"
+    console.print(f"[green]✓[/] cancelled [bold]{escape(run.id)}[/] ({escape(how)})"
+                  + (" — killed after the grace" if report.get("escalated") else ""))
+    console.print(f"Next: [bold]rgt pull {escape(name)} {escape(run.id)}[/] (log, checkpoints, "
+                  f"partial outputs), then [bold]rgt down {escape(name)}[/]")
