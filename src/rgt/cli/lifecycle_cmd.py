@@ -225,16 +225,28 @@ def watch(
     run_id: RunArg = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the log.")] = False,
     until_done: Annotated[bool, typer.Option(
-        "--until-done", help="Wait; exit 0 only if the run succeeds.")] = False,
+        "--until-done", help="Wait for the end; the exit code says how it ended (below).")
+                              ] = False,
     timeout: Annotated[float | None, typer.Option(help="Give up waiting after N s.")] = None,
     give_up_after: Annotated[float, typer.Option(
         min=0, help="With --follow/--until-done: stop (exit 6) once the box has not answered "
                     "for N s; 0 waits forever.")] = watch_mod.UNREACHABLE_GIVE_UP_S,
 ) -> None:
-    """The run's real state: reconciled with its process, heartbeat, disks, latest metrics."""
+    """The run's real state: reconciled with its process, heartbeat, disks, latest metrics.
+
+    Exit codes with --until-done or --follow: 0 succeeded; 1 ended without succeeding (failed,
+    sync-failed, vanished, preempted, stopped); 2 bad usage; 4 still running when --timeout
+    passed; 5 no such box or run; 6 the box stopped answering; 7 cancelled.
+    """
     store = Store()
-    box = store.box(name)
-    run = store.run(box.name, run_id)
+    waiting = follow or until_done
+    try:
+        box = store.box(name)
+        run = store.run(box.name, run_id)
+    except UserError as err:
+        if waiting:  # a script waiting on a run it mistyped must not read "failed"
+            err.exit_code = watch_mod.EXIT_NOT_FOUND
+        raise
     patience = {"give_up_s": give_up_after or None, "say": _say_waiting}
     if follow:
         watch_mod.follow(store, box, run, _write_through, timeout_s=timeout, **patience)
@@ -244,8 +256,9 @@ def watch(
     if summary["status"] in RESUMABLE and (newest := watch_mod.newest_checkpoint(box, run)):
         summary["resume_from"] = newest
     _render_summary(store, box.name, run.id, summary)
-    if (until_done or follow) and summary["status"] != "succeeded":
-        raise typer.Exit(1)
+    if waiting and summary["status"] != "succeeded":
+        raise typer.Exit(watch_mod.EXIT_CANCELLED if summary["status"] == "cancelled"
+                         else watch_mod.EXIT_FAILED)
 
 
 def _say_waiting(message: str) -> None:

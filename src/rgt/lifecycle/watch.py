@@ -19,6 +19,14 @@ from rgt.platforms import platform_for
 from rgt.store import TERMINAL, Box, Run, Store
 from rgt.transport import Transport
 
+# `watch --until-done` / `--follow` exit codes, one per outcome a script branches on (like
+# SkyPilot's `logs --status`); 2 stays "bad usage" as on every verb, 6 is BoxUnreachable.
+EXIT_SUCCEEDED = 0
+EXIT_FAILED = 1  # ended without succeeding: failed, sync-failed, vanished, preempted, stopped
+EXIT_STILL_RUNNING = 4  # --timeout passed; the run goes on
+EXIT_NOT_FOUND = 5  # no such box, or no such run on it
+EXIT_CANCELLED = 7  # ended by `rgt cancel` (or a teardown that gave it up)
+
 FAST_FINISH_S = 60  # a training job that ends this fast usually crashed or read no data
 EXIT_PREEMPTED = 85
 PROBE_SAMPLE_S = 30  # rgt.ckpt's documented exit code for "checkpointed on a signal, requeue me"
@@ -40,8 +48,11 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
     restart hook (vast.ai's onstart) has to relaunch it, and only then "vanished".
     """
     if box.state != "up":
-        return {"status": run.status, "exit_code": run.exit_code, "ended": None,
-                "note": "box is down"}
+        # nothing to ask: the last status rgt saw, in the shape every caller reads
+        summary = summarize({})
+        summary.update(status=run.status, exit_code=run.exit_code, note="box is down",
+                       causes=[f"box {box.name} is down: this is the last status rgt saw"])
+        return summary
     platform = platform_for(box.profile)
     gated = platform.gate(store, box, run) if hasattr(platform, "gate") else None
     if gated is not None:
@@ -261,7 +272,8 @@ def wait_until_done(store: Store, box: Box, run: Run, *, poll_s: float = 2.0,
 
 def _still_going(box: Box, run: Run, summary: dict[str, Any], timeout_s: float) -> UserError:
     return UserError(f"run {run.id} still {summary['status']} after {timeout_s:.0f} s; "
-                     f"it keeps running — check again with `rgt watch {box.name}`")
+                     f"it keeps running — check again with `rgt watch {box.name}`",
+                     exit_code=EXIT_STILL_RUNNING)
 
 
 def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
