@@ -193,8 +193,16 @@ def run_cmd(
     fresh: Annotated[bool, typer.Option(
         "--fresh", help="Start training over: move the job's checkpoint home aside (kept, "
                         "never deleted) instead of resuming from it.")] = False,
+    detach: Annotated[bool, typer.Option(
+        "--detach", "-d", help="Return once the run has started instead of following its "
+                               "log (the default when stdout is not a terminal).")] = False,
 ) -> None:
-    """Push the workdir, send secrets on stdin, and start the job detached. Prints the run id."""
+    """Push the workdir, send secrets on stdin, start the job detached, and follow its log.
+
+    In a terminal the log streams until the run ends (exit codes as `watch --until-done`);
+    Ctrl-C stops following, never the run. With -d, or when stdout is not a terminal (scripts),
+    it prints the run id and returns.
+    """
     store = Store()
     spec = load_spec(spec_file)
     if dry_run:
@@ -215,8 +223,19 @@ def run_cmd(
     what = f"a sweep of {cells} cells" if cells else "run"
     console.print(f"[green]✓[/] started {what} [bold]{run.id}[/] on {name} "
                   f"({escape(str(run.spec['detach']))}); it survives this terminal closing")
-    console.print(f"Watch: [bold]rgt watch {name} --follow[/]")
+    if detach or not sys.stdout.isatty():
+        console.print(f"Watch: [bold]rgt watch {name} --follow[/]")
+        print(run.id)
+        return
     print(run.id)
+    console.print("following the log; Ctrl-C stops following, the run goes on", style="dim")
+    try:
+        watch(name, run.id, follow=True, until_done=False, timeout=None,
+              give_up_after=watch_mod.UNREACHABLE_GIVE_UP_S)
+    except KeyboardInterrupt:
+        console.print(f"\n[yellow]detached:[/] run {run.id} goes on. Watch: [bold]rgt watch "
+                      f"{name} --follow[/] · pull: [bold]rgt pull {name} {run.id}[/] · "
+                      f"cancel: [bold]rgt cancel {name} {run.id}[/]")
 
 
 @app.command()
