@@ -21,7 +21,24 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every verb
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from rgt import __version__
+
+        print(f"rgt {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
+                                 help="Print rgt's version and exit."),
+) -> None:
+    """Remote GPU trainer: one lifecycle for rented GPUs, with the teardown Iron Law enforced."""
 
 
 def _register() -> None:
