@@ -15,7 +15,7 @@ from rgt.profiles.loader import DATA_DIR
 def test_profiles_json_lists_the_ten_platforms():
     result = rgt("profiles", "--json")
     assert result.returncode == 0, result.stderr
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["profiles"]
     assert {row["name"] for row in rows} == PLATFORMS
     lam = next(row for row in rows if row["name"] == "lambda")
     assert lam["meter_stop_verb"] == "terminate" and lam["meter_stop_irreversible"] is True
@@ -95,7 +95,7 @@ def test_gotcha_search_without_match_exits_1():
 def test_compare_autodl_vastai_shows_the_stop_trap():
     result = rgt("compare", "autodl", "vastai", "--json")
     assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
+    data = json.loads(result.stdout)["profiles"]
     autodl_stop = next(a for a in data["autodl"]["actions"] if "关机" in [a["name"], *a["aliases"]])
     assert autodl_stop["stops_compute_meter"] and not autodl_stop["irreversible"]
     vast_stop = next(a for a in data["vastai"]["actions"] if a["name"] == "stop")

@@ -49,7 +49,7 @@ def test_offers_cli_json(vast_api):
     _market(vast_api)
     result = rgt_cli("offers", "--gpu", "RTX_4090", "--max-price", "0.5", "--json")
     assert result.returncode == 0, result.stderr
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["offers"]
     assert [r["id"] for r in rows] == [102, 106]
     assert {"usd_per_hour", "bandwidth_up_usd_per_gb", "reliability", "cuda_max_good",
             "driver_version", "disk_gb"} <= set(rows[0])

@@ -10,7 +10,6 @@ API keys are read from the environment by name (LAMBDA_API_KEY, VAST_API_KEY), n
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -19,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rgt.cli import app
-from rgt.cli.console import console, err_console, print_registered
+from rgt.cli.console import console, err_console, print_json, print_registered
 from rgt.errors import UserError
 from rgt.store import Box, Store, check_box_name
 
@@ -201,7 +200,7 @@ def offers(
     rows = vastai.offers(gpu, max_price, num_gpus=num_gpus, min_reliability=min_reliability,
                          verified=not unverified, interruptible=interruptible, limit=limit)
     if as_json:
-        print(json.dumps([o.as_row() for o in rows], indent=2))
+        print_json("offers", offers=[o.as_row() for o in rows])
         return
     if not rows:
         price = "" if max_price is None else f"max ${max_price:g}/h, "
@@ -276,7 +275,7 @@ def cloud_status(
     else:
         raise UserError(f"box {name!r} ({box.profile}) was not rented through an API")
     if as_json:
-        print(json.dumps(status, indent=2, default=str))
+        print_json("cloud-status", box=name, instance=status)
         return
     state = status.get("state") or status.get("status")
     gotcha = f" ({escape(str(status['gotcha']))})" if status.get("gotcha") else ""

@@ -4,6 +4,9 @@ Strings printed on them are Rich markup: anything interpolated that rgt did not 
 (messages, paths, box output, names from an API) goes through `escape`, or is a `Text`.
 """
 
+import json
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -43,3 +46,13 @@ def print_registered(box, profile, first: bool, then: str = "") -> None:
                             expand=False))
     console.print(f"Next: [bold]rgt audit {box.name}[/], then [bold]rgt run {box.name} "
                   f"JOB.yaml[/]{then}")
+
+
+JSON_SCHEMA = 1  # bumped only when a field changes meaning or goes away; new fields may appear
+
+
+def print_json(verb: str, **payload: Any) -> None:
+    """One `--json` document: {"schema": 1, "verb": VERB, <noun>: ...} on stdout (README:
+    "JSON output"). Plain print: Rich would wrap long lines and break the JSON for a pipe."""
+    print(json.dumps({"schema": JSON_SCHEMA, "verb": verb, **payload}, indent=2,
+                     ensure_ascii=False, default=str))

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from rgt.cli import app
 from rgt.cli import cloud_cmd as cloud
-from rgt.cli.console import console, duration, err_console, print_registered
+from rgt.cli.console import console, duration, err_console, print_json, print_registered
 from rgt.errors import UserError
 from rgt.lifecycle import audit as audit_mod
 from rgt.lifecycle import boxes, launch, money, progress, save_hints
@@ -88,9 +88,17 @@ def up(
 def audit(name: BoxArg,
           job: Annotated[Path | None, typer.Option(
               "--job", help="The job spec: check the python its `run` starts with (torch, "
-                            "CUDA) instead of the box's own.")] = None) -> None:
+                            "CUDA) instead of the box's own.")] = None,
+          as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout "
+                                                              "(README: JSON output).")] = False,
+          ) -> None:
     """Measure the box (disks, inodes, memory, GPUs, Python/torch, tools) and judge it."""
     report = audit_mod.audit(Store(), name, load_spec(job) if job else None)
+    if as_json:
+        print_json("audit", box=name, audit=report)
+        if any(v.get("level") == "fail" for v in report.get("verdicts") or []):
+            raise typer.Exit(1)
+        return
     table = Table(title=f"{name}: disks", title_justify="left")
     for column in ("path", "size", "free", "used %", "inodes used %"):
         table.add_column(column)
@@ -230,7 +238,7 @@ def run_cmd(
     print(run.id)
     console.print("following the log; Ctrl-C stops following, the run goes on", style="dim")
     try:
-        watch(name, run.id, follow=True, until_done=False, timeout=None,
+        watch(name, run.id, follow=True, until_done=False, timeout=None, as_json=False,
               give_up_after=watch_mod.UNREACHABLE_GIVE_UP_S)
     except KeyboardInterrupt:
         console.print(f"\n[yellow]detached:[/] run {run.id} goes on. Watch: [bold]rgt watch "
@@ -247,6 +255,8 @@ def watch(
         "--until-done", help="Wait for the end; the exit code says how it ended (below).")
                               ] = False,
     timeout: Annotated[float | None, typer.Option(help="Give up waiting after N s.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout "
+                                                         "(README: JSON output).")] = False,
     give_up_after: Annotated[float, typer.Option(
         min=0, help="With --follow/--until-done: stop (exit 6) once the box has not answered "
                     "for N s; 0 waits forever.")] = watch_mod.UNREACHABLE_GIVE_UP_S,
@@ -257,6 +267,9 @@ def watch(
     sync-failed, vanished, preempted, stopped); 2 bad usage; 4 still running when --timeout
     passed; 5 no such box or run; 6 the box stopped answering; 7 cancelled.
     """
+    if as_json and follow:
+        raise UserError("--json prints one document at the end; use --until-done with it, "
+                        "not --follow")
     store = Store()
     waiting = follow or until_done
     try:
@@ -274,7 +287,10 @@ def watch(
     summary = watch_mod.refresh(store, box, run)
     if summary["status"] in RESUMABLE and (newest := watch_mod.newest_checkpoint(box, run)):
         summary["resume_from"] = newest
-    _render_summary(store, box.name, run.id, summary)
+    if as_json:
+        print_json("watch", box=box.name, run={"id": run.id, **summary})
+    else:
+        _render_summary(store, box.name, run.id, summary)
     if waiting and summary["status"] != "succeeded":
         raise typer.Exit(watch_mod.EXIT_CANCELLED if summary["status"] == "cancelled"
                          else watch_mod.EXIT_FAILED)
@@ -352,9 +368,14 @@ def pull(name: BoxArg, run_id: RunArg = None,
          from_scratch: Annotated[bool, typer.Option(
              "--from-scratch", help="Fetch the outputs from the run's workdir, for a run whose "
                                     "copy to the durable tier failed (sync-failed).")] = False,
+         as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout "
+                                                              "(README: JSON output).")] = False,
          ) -> None:
     """Fetch the run's outputs and checkpoints, re-hash them here, load every checkpoint."""
     report = pull_mod.pull(Store(), name, run_id, dest, from_scratch=from_scratch)
+    if as_json:
+        print_json("pull", box=name, pull=report)
+        raise typer.Exit(0 if report["ok"] else 1)
     where = dest or pull_mod.default_dest(name, report["run"])
     for unit in report.get("checkpoints") or []:
         mark = "[green]✓[/]" if unit["ok"] else "[yellow]![/]"
@@ -380,12 +401,18 @@ def down(
                                                     "evidence for every run).")] = False,
     discard_results: Annotated[bool, typer.Option(
         "--discard-results", help="Give up unpulled results (always asks).")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="A refusal as one JSON document on stdout (still exit 3).")] = False,
 ) -> None:
     """Stop the meter — only after every run is pulled and verified (the Iron Law)."""
     store = Store()
     plan = down_mod.plan_down(store, name)
     if not plan.safe and not discard_results:
-        raise down_mod.refusal(plan)
+        refused = down_mod.refusal(plan)
+        if as_json:
+            print_json("down", box=name, refused=True, reason=str(refused), live=plan.live,
+                       unverified=plan.unverified, unreachable=plan.unreachable or None)
+        raise refused
     if not plan.safe and yes:
         raise down_mod.IronLawRefusal("--yes cannot give results up; run without --yes and "
                                       "type the box name to confirm --discard-results")
@@ -425,6 +452,8 @@ def ls_cmd(
     idle_after: Annotated[float, typer.Option(help="Warn when a box has been idle this many "
                                                    "minutes (GEN1).")
                           ] = money.IDLE_WARNING_S / 60,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout "
+                                                         "(README: JSON output).")] = False,
 ) -> None:
     """Every box: state, up-time, money spent, live runs, and the clocks that are running.
 
@@ -435,8 +464,12 @@ def ls_cmd(
     table = Table(title="Boxes", title_justify="left")
     for column in ("box", "profile", "instance", "state", "up", "spent", "runs", "warnings"):
         table.add_column(column, overflow="fold")
+    shown = []
     for line in money.box_lines(store):
         if line.box.state == "down" and not all_boxes and not line.still_billing:
+            continue
+        shown.append(line)
+        if as_json:
             continue
         warnings = [escape(c) for c in line.clocks]
         if line.idle_s is not None and line.idle_s > idle_after * 60:
@@ -448,6 +481,14 @@ def ls_cmd(
         instance = str(line.box.extra.get("instance_id") or "-")
         table.add_row(line.box.name, line.box.profile, escape(instance), line.box.state,
                       duration(line.uptime_s), spent, str(line.live_runs), "\n".join(warnings))
+    if as_json:
+        print_json("ls", boxes=[{
+            "name": ln.box.name, "profile": ln.box.profile, "state": ln.box.state,
+            "instance": ln.box.extra.get("instance_id"), "uptime_s": ln.uptime_s,
+            "spent_usd": ln.spent, "walltime_s": ln.walltime_s, "live_runs": ln.live_runs,
+            "idle_s": ln.idle_s, "clocks": ln.clocks, "still_billing": ln.still_billing}
+            for ln in shown])
+        return
     if not table.rows:
         console.print("No boxes yet. Try [bold]rgt demo[/], or register one with [bold]rgt up[/].")
         return

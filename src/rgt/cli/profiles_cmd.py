@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from rgt.cli import app
-from rgt.cli.console import console
+from rgt.cli.console import console, print_json
 from rgt.errors import UserError
 from rgt.profiles import Profile, all_profiles, find_gotcha, load_profile, search_gotchas
 from rgt.profiles.schema import Gotcha, Survives
@@ -53,7 +53,7 @@ def profiles_table(as_json: JsonFlag = False) -> None:
     """List every platform profile: what stops the meter, and what that costs you."""
     profiles = all_profiles()
     if as_json:
-        _print_json([_summary(p) for p in profiles])
+        print_json("profiles", profiles=[_summary(p) for p in profiles])
         return
     table = Table(title="Platform profiles", header_style="bold")
     for column in ("profile", "kind", "meter-stop verb", "irreversible?", "spot", "shared FS",
@@ -361,11 +361,12 @@ def compare(
     """Two platforms side by side: what each action stops, keeps, and keeps billing."""
     a, b = load_profile(first), load_profile(second)
     if as_json:
-        _print_json({p.name: {"actions": [x.model_dump(mode="json") for x in p.actions],
-                              "survival": {t.name: t.survives for t in p.storage.tiers},
-                              "checkpoint_tier": p.storage.checkpoint_tier,
-                              "meter_stop_verb": p.facts.meter_stop_verb}
-                     for p in (a, b)})
+        print_json("compare", profiles={
+            p.name: {"actions": [x.model_dump(mode="json") for x in p.actions],
+                     "survival": {t.name: t.survives for t in p.storage.tiers},
+                     "checkpoint_tier": p.storage.checkpoint_tier,
+                     "meter_stop_verb": p.facts.meter_stop_verb}
+            for p in (a, b)})
         return
     table = Table(title=f"{a.name} vs {b.name}: every action", title_justify="left",
                   show_lines=True)

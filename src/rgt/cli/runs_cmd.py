@@ -4,7 +4,6 @@ attempt of one that ended without succeeding."""
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from typing import Annotated
 
@@ -13,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rgt.cli import app
-from rgt.cli.console import console, duration
+from rgt.cli.console import console, duration, print_json
 from rgt.errors import UserError
 from rgt.lifecycle import cancel as cancel_mod
 from rgt.lifecycle import resume as resume_mod
@@ -51,7 +50,7 @@ def runs_cmd(
                     refresh(store, b, run)
             rows.append(run_row(store, run))
     if as_json:
-        print(json.dumps({"runs": rows}, indent=2))
+        print_json("runs", runs=rows)
         return
     if not rows:
         console.print("No runs yet. Start one with [bold]rgt run BOX JOB.yaml[/] "
