@@ -47,3 +47,14 @@ def test_watch_on_a_down_box_shows_the_last_status(cli, tmp_path):
     shown = cli("watch", "box", run_id)
     assert "Traceback" not in shown.stderr and shown.returncode == 0, shown.stderr
     assert "succeeded" in shown.stdout and "is down" in shown.stdout
+
+
+def test_logs_tail_zero_and_beyond_the_log(cli, tmp_path):
+    cli.ok("up", "box")
+    run_id = _run(cli, tmp_path, "ok", "echo one; echo two")
+    cli.ok("watch", "box", run_id, "--until-done", "--timeout", "60")
+    assert cli.ok("logs", "box", "-n", "0").stdout == ""
+    whole = cli.ok("logs", "box").stdout
+    assert cli.ok("logs", "box", "-n", "100000").stdout == whole and "two" in whole
+    negative = cli("logs", "box", "-n", "-1")
+    assert negative.returncode == 2 and "Traceback" not in negative.stderr

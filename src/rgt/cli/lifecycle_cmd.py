@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
@@ -67,6 +68,8 @@ def up(
     With --profile lambda or vastai and no --ssh/--host: rent one through the API first.
     """
     check_box_name(name)  # before anything is rented or created on its behalf
+    if rate is not None and not math.isfinite(rate):  # typer's min=0 lets inf and nan through
+        raise UserError(f"--rate must be a number of USD per hour, not {rate}")
     boxes.check_dir_flags(data_dir, durable_dir)
     store = Store()
     rental = cloud.Rental(gpu=gpu, region=region, filesystem=filesystem, ssh_key=ssh_key,
@@ -175,6 +178,8 @@ def _pct(value) -> str:
 def smoke(spec_file: Annotated[Path, typer.Argument(help="The job spec (YAML).")],
           timeout: Annotated[float | None, typer.Option(help="Seconds.")] = None) -> None:
     """Run the job's smoke command here on the CPU before renting (fails on traceback)."""
+    if timeout is not None and not 0 < timeout < math.inf:
+        raise UserError(f"--timeout must be a number of seconds above 0, not {timeout}")
     spec = load_spec(spec_file)
     result = smoke_mod.smoke(spec, timeout)
     tail = "\n".join(result.output.strip().splitlines()[-15:])

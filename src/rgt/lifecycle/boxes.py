@@ -108,6 +108,8 @@ def ssh_target(ssh: str | None, host: str | None, port: int | None, user: str | 
         target = parse_ssh_command(ssh)
         if config_file:
             target = SshTarget(**{**asdict(target), "config_file": Path(config_file)})
+        if identity:  # the console's string rarely names a key; the user's flag adds it
+            target = SshTarget(**{**asdict(target), "identity": Path(identity)})
         return target
     if host:
         return SshTarget(host=host, port=port, user=user,

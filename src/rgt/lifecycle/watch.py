@@ -328,6 +328,10 @@ def read_log(box: Box, run: Run, lines: int | None = None, cell: int | None = No
         paths = [f"{run.remote_dir}/log"]
     quoted = " ".join(shlex.quote(p) for p in paths)
     # tail prints "==> file <==" between files, which is what tells the cells apart
+    if lines is not None and lines < 0:
+        raise UserError(f"--tail/-n takes a number of lines >= 0, not {lines}")
+    if lines == 0:  # `tail -n 0` prints nothing, which is what was asked; no box round trip
+        return ""
     command = f"tail -n {int(lines)} {quoted}" if lines else f"tail -n +1 {quoted}"
     transport = transport_for(box)
     try:
