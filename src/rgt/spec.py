@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 import shlex
 from pathlib import Path
@@ -196,7 +197,10 @@ def load_spec(path: Path) -> JobSpec:
     except (OSError, UnicodeDecodeError) as err:
         raise UserError(f"cannot read job spec {path}: {err}") from None
     except yaml.YAMLError as err:
-        raise UserError(f"{path} is not valid YAML: {str(err).splitlines()[0]}") from None
+        mark = getattr(err, "problem_mark", None)  # 0-based; editors count from 1
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise UserError(f"{where}: not valid YAML: {problem}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping with at least `name` and `run`")
     try:
@@ -217,7 +221,9 @@ def _explain(err: ValidationError) -> str:
         message = "is required"
     elif first["type"] == "extra_forbidden":
         model = Resources if first["loc"][:1] == ("resources",) else JobSpec
-        message = f"is not a known field ({', '.join(model.model_fields)})"
+        close = difflib.get_close_matches(str(first["loc"][-1]), list(model.model_fields), n=1)
+        message = (f"is not a known field; did you mean `{close[0]}`?" if close else
+                   f"is not a known field ({', '.join(model.model_fields)})")
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
     return f"field `{where}` {message}{more}"
 
