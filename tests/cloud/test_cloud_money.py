@@ -204,3 +204,25 @@ def test_lambda_name_over_64_refused_before_launch(lambda_api, store):
     with pytest.raises(UserError, match="at most 64"):
         lambda_cloud.lambda_up(store, "n" * 65, "H100:1")
     assert not lambda_api.calls("POST", "/instance-operations/launch")
+
+
+def test_vast_search_quota_429_is_not_retried(vast_api):
+    vast_api.offers = [offer(502)]
+    vast_api.search_quota_next = 5
+    with pytest.raises(ApiError, match="daily search quota.*resets at 20") as err:
+        vastai.offers("RTX_4090")
+    assert "Daily search quota exceeded" in str(err.value)
+    assert len(vast_api.calls("POST", "/bundles")) == 1  # a retry would only spend more of it
+
+
+@pytest.mark.parametrize("intended,state", [("running", "loading"), ("stopped", "stopped")])
+def test_vast_null_actual_status_is_billing(vast_api, store, intended, state):
+    vast_api.offers = [offer(601)]
+    iid = vast_api.add_instance(601, IMAGE)
+    vast_api.set_state(iid, actual_status=None, intended_status=intended, status_msg=None)
+    box = Box(name="n", profile="vastai", connection={"host": "h"}, data_dir="/w",
+              durable_dir="/w", rate=0.4, state="up", created=0,
+              extra={"platform": "vastai", "instance_id": iid})
+    store.add_box(box)
+    status = vastai.instance_status(store, box)
+    assert status["actual"] == "" and status["state"] == state and status["billing"] is True

@@ -30,8 +30,9 @@ def test_offer_search_sends_the_safe_filters_and_ranks(vast_api):
     vast_api.required_query = {**SAFE, "gpu_name": {"eq": "RTX 4090"}}  # the fake asserts q
     rows = vastai.offers("RTX_4090", max_price=0.5)
     assert [o.id for o in rows] == [102, 106]  # cheapest first; unsafe hosts and $0.55 gone
-    (search,) = vast_api.calls("GET", "/bundles")
-    q = json.loads(search.query["q"])
+    (search,) = vast_api.calls("POST", "/bundles")  # the documented form: the query is the body
+    assert vast_api.calls("GET", "/bundles") == [] and search.query == {}
+    q = search.body
     assert q["dph_total"] == {"lte": 0.5} and q["order"] == [["dph_total", "asc"]]
     assert rows[0].bandwidth_up_usd_per_gb == 0.02  # VAST9 shown next to $/h
     assert rows[1].cuda_max_good == 12.2 and rows[1].driver_version
@@ -67,7 +68,7 @@ def test_offers_cli_says_what_matched_nothing(vast_api):
     bad = rgt_cli("offers", "--limit", "0")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
         "error: --limit 0: give the number of offers to show, 1 or more"]
-    assert len(vast_api.calls("GET", "/bundles")) == 2  # the bad --limit asked nothing
+    assert len(vast_api.calls("POST", "/bundles")) == 2  # the bad --limit asked nothing
 
 
 def test_cli_401_names_the_variable_and_never_prints_the_key(vast_api, monkeypatch):
@@ -98,7 +99,10 @@ def test_create_waits_through_loading_and_registers(vast_api, store, sshd_server
     assert any("loading — Pulling image" in m and "3/10" in m for m in messages)  # VAST13
     assert box.connection["port"] == sshd_server.port  # the mapped port, not 22 (VAST6)
     assert box.extra["instance_id"] == 9000001 and box.extra["ssh"].startswith("direct")
-    assert box.rate == pytest.approx(0.35) and "uname" in box.extra
+    # the rate includes the 40 GB disk the instance bills: $0.15/GB/month over 730 h
+    assert box.rate == pytest.approx(0.35 + 0.15 * 40 / 730) and "uname" in box.extra
+    (lookup,) = vast_api.calls("POST", "/bundles")
+    assert lookup.body == {"id": {"eq": 102}, "allocated_storage": 40}
 
 
 def test_an_instance_that_never_answers_ssh_is_reported_billing(vast_api, store):
@@ -140,7 +144,8 @@ def test_bid_is_fixed_at_create(vast_api, store, sshd_server, tmp_path):
                          data_dir=str(tmp_path / "workspace"))
     assert vast_api.calls("PUT", "/asks/102")[-1].body["price"] == 0.2
     assert any("cannot be raised" in m for m in messages)
-    assert box.extra["interruptible_bid"] == 0.2 and box.rate == 0.2
+    assert box.extra["interruptible_bid"] == 0.2
+    assert box.rate == pytest.approx(0.2 + 0.15 * 40 / 730)  # the bid is compute; disk on top
 
 
 def test_image_cuda_newer_than_host_driver_is_refused(vast_api, store):

@@ -9,7 +9,8 @@ Why its own module: every API here fails the same few ways, and each way has one
   API names another cause (Lambda's 403 `global/account-inactive`), which is then said instead.
 - 429 and 5xx are the control plane's problem, not the user's: retry with jittered exponential
   backoff (honouring `Retry-After`), a bounded number of times, then say what failed with the
-  API's own text (vast.ai's 429 carries it in `detail`).
+  API's own text (vast.ai's 429 carries it in `detail`). Not vast.ai's 429
+  `search_quota_exceeded`: a daily quota that a retry only spends; said at once, with its reset.
 - A create (`idempotent=False`: Lambda's launch, vast.ai's `PUT /asks/{id}/`) is NEVER retried
   after the request may have reached the server (a 5xx, a timeout, a dropped connection): the
   work may have been done, and a second create is a second bill. It raises `AmbiguousCreate`,
@@ -213,6 +214,8 @@ class ApiClient:
                 raise AmbiguousCreate(f"{what}: the {self.service} API answered HTTP "
                                       f"{response.status_code}; the create may have been done",
                                       status=response.status_code)
+            if response.status_code == 429 and _quota_exceeded(response):
+                raise self._quota_error(response, what)
             if response.status_code in RETRY_STATUS:
                 if attempt >= self.retries:
                     raise self._error(response, what,
@@ -231,6 +234,19 @@ class ApiClient:
                                f"not JSON (HTTP {response.status_code})",
                                status=response.status_code) from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _quota_error(self, response: httpx.Response, what: str) -> ApiError:
+        """vast.ai's daily search quota: it resets at UTC midnight (X-RateLimit-Reset), so a
+        retry only spends more of it; the official client does not retry it either."""
+        err = self._error(response, what)
+        try:
+            reset = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(
+                int(response.headers["X-RateLimit-Reset"])))
+        except (KeyError, ValueError, OverflowError):
+            reset = "UTC midnight"
+        return ApiError(f"{err}. This is the daily search quota, not a passing rate limit: "
+                        f"retrying does not help; it resets at {reset}",
+                        status=429, code=err.code)
 
     def _error(self, response: httpx.Response, what: str, extra: str = "") -> ApiError:
         code = message = suggestion = ""
@@ -272,6 +288,15 @@ class ApiClient:
 
     def delete(self, path: str) -> Any:
         return self.request("DELETE", path)
+
+
+def _quota_exceeded(response: httpx.Response) -> bool:
+    """A 429 that says `search_quota_exceeded` (vast.ai): a quota, not a rate limit."""
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("error") == "search_quota_exceeded"
 
 
 def poll_interval() -> float:

@@ -1,7 +1,9 @@
 """vast.ai through its REST API.
 
 Docs: https://docs.vast.ai/api-reference (base https://console.vast.ai/api/v0, Authorization:
-Bearer KEY): search offers (GET /bundles/), create instance (PUT /asks/{offer_id}/), show
+Bearer KEY): search offers (POST /bundles/ with the query as the body, as the docs and the
+official `vastai` 1.9.1 client's `search offers` send it; the older `GET /bundles/?q=` is legacy),
+create instance (PUT /asks/{offer_id}/), show
 instances (GET /instances/ — actual_status, intended_status, cur_state, status_msg), manage
 instance (PUT /instances/{id}/ with state), destroy instance (DELETE /instances/{id}/);
 https://vast.ai/article/Rental-Types (bids); docs.vast.ai reference/billing.
@@ -15,10 +17,24 @@ A marketplace of third-party hosts, and what this module does about it:
   after any container restart or preemption (tmux does not survive one), passes secrets as `env`
   at create and never in the image or onstart string (VAST11), waits through `loading` showing
   `status_msg` (VAST13) and reads the real SSH host:port from the API (VAST6).
+- The rate rgt records is what the instance bills per hour: its compute (the offer's `dph_base`,
+  or the bid) plus the disk it was created with (`storage_cost` $/GB/month × disk GB / 730 h):
+  a stopped instance keeps billing that disk part.
 - `vast_status` turns the instance's state machine into what it means: preempted shows as paused
   (VAST4), a stuck Scheduling as VAST3 with its fix, Offline as VAST7, stopped as VAST1.
   `rgt watch` asks it before probing over SSH (`watch_gate`): a run on an instance that is not
   running reads "paused" with that cause, and resumes being probed once the instance runs.
+- Status table (`vast_status`; actual_status / intended_status → rgt state → billing?):
+
+      actual_status          intended   rgt state                 billing
+      null (not yet set)     running    loading (VAST13)          yes: the disk from create
+      created, loading       running    loading (VAST13)          yes
+      running                running    running                   yes: compute + disk
+      scheduling             running    scheduling → stuck (VAST3) yes: disk
+      exited/stopped/...     running    paused, preempted (VAST4) yes: disk
+      any                    stopped    stopped (VAST1)           yes: disk, until destroyed
+      offline                any        offline (VAST7)           yes
+      (lookup says null/404) -          gone                      no
 - Instance lists page (`next_token`, at most 25 per page: the official `vastai` 1.9.1 client's
   `show_instances` follows it; GET /instances/ is announced to do the same): `list_instances`
   reads every page. One instance is asked about directly (GET /instances/{id}/ → {"instances":
@@ -91,6 +107,7 @@ class Offer:
     storage_usd_per_gb_month: float | None
     min_bid: float | None
     location: str
+    compute_usd_per_hour: float = 0.0  # dph_base: dph_total without the storage it includes
 
     @classmethod
     def from_api(cls, o: dict[str, Any]) -> Offer:
@@ -105,10 +122,27 @@ class Offer:
             driver_version=str(o.get("driver_version") or ""),
             disk_gb=float(o.get("disk_space") or 0),
             storage_usd_per_gb_month=_float(o.get("storage_cost")),
-            min_bid=_float(o.get("min_bid")), location=str(o.get("geolocation") or ""))
+            min_bid=_float(o.get("min_bid")), location=str(o.get("geolocation") or ""),
+            compute_usd_per_hour=_compute_price(o))
+
+    def hourly_rate(self, disk_gb: float, bid: float | None = None) -> float:
+        """What an instance on this offer bills an hour: compute (or the bid) plus its disk."""
+        compute = bid if bid is not None else self.compute_usd_per_hour
+        return compute + (self.storage_usd_per_gb_month or 0.0) * disk_gb / HOURS_PER_MONTH
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
+
+
+HOURS_PER_MONTH = 730  # storage_cost is $/GB/month
+
+
+def _compute_price(o: dict[str, Any]) -> float:
+    """$/h for the GPU alone: dph_base, else dph_total less the storage it was priced with."""
+    base = _float(o.get("dph_base"))
+    if base is not None:
+        return base
+    return (_float(o.get("dph_total")) or 0.0) - (_float(o.get("storage_total_cost")) or 0.0)
 
 
 def _float(value: Any) -> float | None:
@@ -122,7 +156,7 @@ def offer_query(gpu: str, *, num_gpus: int = 1, max_price: float | None = None,
                 min_reliability: float = MIN_RELIABILITY, verified: bool = True,
                 direct: bool = True, interruptible: bool = False, limit: int = 64
                 ) -> dict[str, Any]:
-    """The `q` of GET /bundles/: safe by default (VAST7: verified + reliable; VAST8: direct)."""
+    """The body of POST /bundles/: safe by default (VAST7: verified + reliable; VAST8: direct)."""
     q: dict[str, Any] = {
         "gpu_name": {"eq": gpu.replace("_", " ")},  # the CLI's RTX_4090 is the API's "RTX 4090"
         "num_gpus": {"eq": num_gpus},
@@ -155,7 +189,7 @@ def offers(gpu: str = "RTX_4090", max_price: float | None = None, *, num_gpus: i
                     min_reliability=min_reliability, verified=verified, direct=direct,
                     interruptible=interruptible, limit=max(limit, 64))
     with client() as api:
-        rows = api.get("/bundles/", q=json.dumps(q)).get("offers", [])
+        rows = search(api, q)
     found = [Offer.from_api(o) for o in rows]
     found = [o for o in found
              if o.reliability >= min_reliability and (o.verified or not verified)
@@ -166,8 +200,18 @@ def offers(gpu: str = "RTX_4090", max_price: float | None = None, *, num_gpus: i
     return found[:limit]
 
 
-def get_offer(api: ApiClient, offer_id: int) -> Offer:
-    rows = api.get("/bundles/", q=json.dumps({"id": {"eq": offer_id}})).get("offers", [])
+def search(api: ApiClient, query: dict[str, Any]) -> list[dict[str, Any]]:
+    """POST /bundles/ with the query as the JSON body (docs.vast.ai search-offers; the official
+    client's `search offers`): the legacy GET /bundles/?q= puts it in the URL instead."""
+    return (api.post("/bundles/", query) or {}).get("offers") or []
+
+
+def get_offer(api: ApiClient, offer_id: int, disk_gb: float | None = None) -> Offer:
+    """One offer by id, priced (dph_total) with `disk_gb` of storage as the create will ask."""
+    query: dict[str, Any] = {"id": {"eq": offer_id}}
+    if disk_gb is not None:
+        query["allocated_storage"] = disk_gb
+    rows = search(api, query)
     if not rows:
         raise UserError(f"vast.ai offer {offer_id} is gone (rented or withdrawn); pick another "
                         f"with `rgt offers`")
@@ -386,7 +430,7 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
     _refuse_secrets_in_onstart(onstart, env)
     data_dir = data_dir or "/workspace"
     with client() as api:
-        offer = get_offer(api, offer_id)
+        offer = get_offer(api, offer_id, disk_gb)
         note = check_cuda(image, offer, image_cuda_version)  # VAST5, before anything bills
         if note:
             on_wait(note)
@@ -424,8 +468,9 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
         store.record("cloud-launch", {"platform": "vastai", "instance_id": instance_id,
                                       "offer": offer.id, "image": image, "bid": bid,
                                       "adopted": adopted}, box=name)
-        on_wait(f"created instance {instance_id} on offer {offer.id} "
-                f"(${bid if bid is not None else offer.usd_per_hour:.3f}/h); waiting for it")
+        rate = offer.hourly_rate(disk_gb, bid)
+        on_wait(f"created instance {instance_id} on offer {offer.id} (${rate:.3f}/h with "
+                f"{disk_gb:g} GB disk); waiting for it")
         inst = wait_for_running(api, instance_id, wait_s=wait_s, poll_s=poll_s,
                                 on_wait=on_wait)
     host, port, kind = ssh_endpoint(inst)
@@ -433,7 +478,7 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
                        identity=Path(identity).expanduser() if identity else None)
     try:
         box = boxes.up_when_answering(
-            store, name, "vastai", target, rate=bid if bid is not None else offer.usd_per_hour,
+            store, name, "vastai", target, rate=rate,
             data_dir=data_dir, durable_dir=durable_dir or data_dir, on_retry=on_wait,
             pause_s=min(3.0, poll_interval()))
     except UserError as err:

@@ -1,0 +1,143 @@
+"""The official `vastai` client (PyPI vastai 1.9.1, unmodified) against the fake vast.ai API.
+
+If the fake answers what the real client sends and the client reads what the fake answers, the
+fake's shapes are the real ones, not ones rgt and the fake merely agree on (issue 12 item 8).
+The client is the `test` extra's `vastai`; RGT_TEST_VASTAI names another executable of it
+(e.g. one in a throwaway venv). It is pointed at the fake by VAST_URL (its
+vastai/api/client.py reads it) or its --url option, the key by VAST_API_KEY.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cloudkit import IMAGE, VAST_KEY
+from fake_vast_api import offer
+
+
+def _vastai_command() -> list[str]:
+    if os.environ.get("RGT_TEST_VASTAI"):
+        return shlex.split(os.environ["RGT_TEST_VASTAI"])
+    if importlib.util.find_spec("vastai") is None:
+        pytest.fail("the official vastai client is not installed: pip install -e '.[test]' "
+                    "(or set RGT_TEST_VASTAI to a vastai executable)")
+    return [sys.executable, "-m", "vastai.cli.main"]
+
+
+@pytest.fixture
+def vastai_cli(vast_api, tmp_path: Path):
+    command = _vastai_command()
+    home = tmp_path / "vastai-home"  # its key file and config dirs: none of the user's
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+           "XDG_CACHE_HOME": str(home / ".cache"), "VAST_URL": vast_api.server_url,
+           "VAST_API_KEY": VAST_KEY, "VASTAI_NO_UPDATE_CHECK": "1", "COLUMNS": "200"}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*command, *args], env=env, capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL)
+    return run
+
+
+def test_search_offers_both_forms(vast_api, vastai_cli):
+    vast_api.offers = [offer(101, dph=0.40), offer(102, dph=0.30), offer(103, gpu="A100")]
+    found = vastai_cli("search", "offers", "gpu_name=RTX_4090", "-o", "dph_total", "--raw")
+    assert found.returncode == 0, found.stderr
+    assert [o["id"] for o in json.loads(found.stdout)] == [102, 101]
+    (post,) = vast_api.calls("POST", "/bundles/")  # the documented form: the query is the body
+    assert post.body["gpu_name"] == {"eq": "RTX 4090"} and post.body["verified"] == {"eq": True}
+    assert post.body["allocated_storage"] == 5.0 and post.body["type"] == "on-demand"
+
+    new = vastai_cli("search", "offers", "--new", "gpu_name=A100", "--raw")
+    assert new.returncode == 0, new.stderr
+    assert [o["id"] for o in json.loads(new.stdout)] == [103]
+    (put,) = vast_api.calls("PUT", "/search/asks/")
+    assert put.body["select_cols"] == ["*"] and put.body["q"]["gpu_name"] == {"eq": "A100"}
+
+    table = vastai_cli("search", "offers", "gpu_name=RTX_4090")
+    assert table.returncode == 0, table.stderr
+    assert "102" in table.stdout and "RTX_4090" in table.stdout
+
+
+@pytest.mark.parametrize("flags,runtype", [
+    ((), "ssh"),
+    (("--ssh",), "ssh_proxy"),
+    (("--ssh", "--direct"), "ssh_direc ssh_proxy"),
+    (("--jupyter",), "jupyter_proxy ssh_proxy"),
+    (("--jupyter", "--direct"), "jupyter_direc ssh_direc ssh_proxy"),
+    (("--args", "-c", "sleep infinity"), "args"),
+], ids=["default", "ssh", "ssh-direct", "jupyter", "jupyter-direct", "args"])
+def test_create_instance_every_runtype(vast_api, vastai_cli, flags, runtype):
+    vast_api.offers = [offer(201)]
+    made = vastai_cli("create", "instance", "201", "--image", IMAGE, "--disk", "20",
+                      "--label", "run-a", "--env", "-e TZ=UTC", "--onstart-cmd", "echo hi",
+                      "--raw", *flags)
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout) == {"success": True, "new_contract": 9000001}
+    (create,) = vast_api.calls("PUT", "/asks/201/")
+    assert create.body["runtype"] == runtype and create.body["env"] == {"TZ": "UTC"}
+    inst = vast_api.instances[9000001]
+    assert inst["label"] == "run-a" and inst["_onstart"] == "echo hi" and inst["disk_space"] == 20
+
+
+def test_show_label_stop_start_destroy(vast_api, vastai_cli):
+    vast_api.offers = [offer(300 + i) for i in range(30)]
+    ids = [vast_api.add_instance(300 + i, IMAGE) for i in range(30)]  # more than one page
+    listed = vastai_cli("show", "instances", "--raw")
+    assert listed.returncode == 0, listed.stderr
+    assert [row["id"] for row in json.loads(listed.stdout)] == ids  # every page, in order
+    pages = vast_api.calls("GET", "/v1/instances/")
+    assert len(pages) == 2 and "after_token" in pages[1].query
+    assert all(int(p.query["limit"]) == 25 for p in pages)
+
+    quiet = vastai_cli("show", "instances", "-q")
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout.split() == [str(i) for i in ids]
+
+    first = ids[0]
+    shown = vastai_cli("show", "instance", str(first), "--raw")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["id"] == first
+    assert vast_api.calls("GET", f"/instances/{first}/")[-1].query == {"owner": "me"}
+
+    labelled = vastai_cli("label", "instance", str(first), "keep-me")
+    assert labelled.returncode == 0, labelled.stderr
+    assert f"label for {first} set to keep-me." in labelled.stdout
+    assert vast_api.instances[first]["label"] == "keep-me"
+
+    stopped = vastai_cli("stop", "instance", str(first))
+    assert f"stopping instance {first}." in stopped.stdout, stopped.stderr
+    assert vast_api.instances[first]["intended_status"] == "stopped"
+    started = vastai_cli("start", "instance", str(first))
+    assert f"starting instance {first}." in started.stdout, started.stderr
+    assert vast_api.instances[first]["intended_status"] == "running"
+
+    vast_api.destroy_polls = 0
+    gone = vastai_cli("destroy", "instance", str(first), "-y")
+    assert f"destroying instance {first}." in gone.stdout, gone.stderr
+    (delete,) = vast_api.calls("DELETE", f"/instances/{first}/")
+    assert delete.body == {}
+    after = vastai_cli("show", "instance", str(first))
+    assert after.returncode == 1
+    assert f"Instance {first} not found" in after.stderr
+
+
+def test_the_fake_refuses_what_vast_refuses_through_the_client(vast_api, vastai_cli):
+    vast_api.offers = [offer(401)]
+    long = vastai_cli("create", "instance", "401", "--image", IMAGE, "--ssh", "--direct",
+                      "--onstart-cmd", "x" * 4097)
+    assert "Failed with error 400: onstart and args together exceed 4096" in long.stderr
+    assert vast_api.instances == {}
+    low = vastai_cli("create", "instance", "401", "--image", IMAGE, "--bid_price", "0.01")
+    assert "Failed with error 400: bid 0.01 below min_bid" in low.stderr
+    missing = vastai_cli("show", "instance", "123")
+    assert missing.returncode == 1 and "Instance 123 not found" in missing.stderr
+    wrong = vastai_cli("--api-key", "not-the-key", "show", "instance", "123")
+    assert "Failed with error 401" in wrong.stderr
