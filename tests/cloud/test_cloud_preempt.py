@@ -69,7 +69,7 @@ def test_preempted_run_reads_paused_then_resumes_from_its_checkpoint_via_onstart
         assert "outbid" in paused.stdout and "vanished" not in paused.stdout
         assert store.run("v", run_id).status == "paused"  # live, not an ending
         waiting = rgt_cli("watch", "v", run_id, "--until-done", "--timeout", "1")
-        assert waiting.returncode == 2 and "still paused after 1 s" in waiting.stderr
+        assert waiting.returncode == 4 and "still paused after 1 s" in waiting.stderr
 
         # The GPU frees: the instance runs again, its processes not yet relaunched.
         vast_api.resume(instance_id)
