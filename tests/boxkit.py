@@ -33,6 +33,16 @@ class Rgt:
     def state(self, run_dir: Path) -> dict:
         return json.loads((run_dir / "state.json").read_text())
 
+    def verified(self, box: str = "*", run_id: str = "*") -> dict:
+        """The latest pull's evidence: it lives in RGT_HOME, never in the pulled tree."""
+        return verified_in(self.home, box, run_id)
+
+
+def verified_in(home: Path, box: str = "*", run_id: str = "*") -> dict:
+    found = sorted((home / "evidence").glob(f"{box}/{run_id}/PULL_VERIFIED.json"))
+    assert len(found) == 1, found
+    return json.loads(found[0].read_text())
+
 
 def write_job(directory: Path, **fields) -> Path:
     directory.mkdir(parents=True, exist_ok=True)

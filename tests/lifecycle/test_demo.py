@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 
 def test_demo_runs_the_whole_lifecycle(cli):
     result = cli("demo", "--steps", "120", timeout=300)
@@ -11,9 +9,7 @@ def test_demo_runs_the_whole_lifecycle(cli):
     for phase in ("1. up", "2. run", "3. watch", "4. pull + verify", "5. down"):
         assert phase in result.stdout
     assert "checkpoints loaded" in result.stdout
-    verified = list((cli.home / "demo").glob("*/results/PULL_VERIFIED.json"))
-    assert len(verified) == 1
-    report = json.loads(verified[0].read_text())
+    report = cli.verified()
     assert report["ok"] and any(f["path"].endswith("final.pt") and f["loads"]
                                 for f in report["files"])
     boxes = list((cli.home / "boxes").iterdir())

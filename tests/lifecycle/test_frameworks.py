@@ -47,7 +47,7 @@ def home_of(run_dir: Path) -> Path:
 
 def pull(cli, run_id: str, dest: Path, box: str = "box") -> tuple[dict, str]:
     result = cli.ok("pull", box, run_id, "--dest", str(dest))
-    return json.loads((dest / "PULL_VERIFIED.json").read_text()), result.stdout + result.stderr
+    return cli.verified(box, run_id), result.stdout + result.stderr
 
 
 def steps(report: dict) -> dict[str, int]:
@@ -97,7 +97,8 @@ def test_hf_trainer_sigterm_with_and_without_rgts_callback(cli, tmp_path):
     report, said = pull(cli, run_id, tmp_path / "a")
     saved = max(steps(report).values())
     assert report["ok"] and saved > 3, report  # the callback saved at the signal
-    assert any("out (final): declared but absent" in w for w in report["warnings"]), report
+    assert any("out (final): declared, but nothing in the box's manifest matches it" in w
+               for w in report["warnings"]), report
     assert "warning:" in said
 
     # the same job again without the callback: it resumes, and SIGTERM kills it unsaved

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -43,7 +42,7 @@ def test_whole_loop_and_the_iron_law(cli, tmp_path):
     dest = tmp_path / "results"
     pulled = cli.ok("pull", "box", run_id, "--dest", str(dest))
     assert "verified" in pulled.stdout
-    verified = json.loads((dest / "PULL_VERIFIED.json").read_text())
+    verified = cli.verified("box", run_id)
     assert verified["ok"] and {f["path"] for f in verified["files"]} >= {"out/out/metrics.json",
                                                                          "out/out/w.bin"}
     assert (dest / "out" / "out" / "w.bin").read_text() == "weights\n"
@@ -188,7 +187,7 @@ def test_durable_tier_out_of_inodes_is_sync_failed(cli, tmp_path, tiny_inode_dis
     assert sorted(p.name for p in (dest / "out" / "out").iterdir()) == sorted(
         f"f{i}.json" for i in range(1, 61))
     assert (dest / "out" / "out" / "f7.json").read_text() == "7\n"
-    verified = json.loads((dest / "PULL_VERIFIED.json").read_text())
+    verified = cli.verified("box", run_id)
     assert verified["ok"] and verified["source"] == "workdir" and len(verified["files"]) == 60
     assert cli("down", "box", "--yes").returncode == 0
 

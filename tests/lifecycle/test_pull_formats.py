@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from rgt.lifecycle.pull import verify_pulled
+from rgt.lifecycle.untrusted import read_manifest
 from rgt.onbox import manifest
 
 torch = pytest.importorskip("torch")
 
 
-def box_and_copy(tmp_path: Path) -> tuple[Path, Path, dict]:
+def box_and_copy(tmp_path: Path):
     box = tmp_path / "box"
     (box / "ckpt").mkdir(parents=True)
     torch.save({"global_step": 3, "state_dict": {}}, box / "ckpt" / "epoch=0-step=3.ckpt")
@@ -23,10 +24,10 @@ def box_and_copy(tmp_path: Path) -> tuple[Path, Path, dict]:
                box / "ckpt" / "epoch=0-step=6.ckpt")
     last = box / "ckpt" / "epoch=0-step=6.ckpt"
     os.truncate(last, last.stat().st_size // 2)  # a save cut short by a kill, on the box
-    listed = manifest.build(str(box), ["out", "ckpt"])
+    manifest.write(str(box), str(tmp_path / "m.jsonl"), ["out", "ckpt"])
     local = tmp_path / "local"
     shutil.copytree(box, local)
-    return box, local, listed
+    return box, local, read_manifest(tmp_path / "m.jsonl")
 
 
 def test_damage_on_the_box_warns_damage_in_transit_fails(tmp_path):

@@ -139,7 +139,7 @@ def test_killed_rgt_ckpt_run_resumes_to_bitwise_equal_weights(cli, tmp_path):
     dest = tmp_path / "results"
     pulled = cli.ok("pull", "box", second, "--dest", str(dest))
     assert "verified" in pulled.stdout
-    verified = json.loads((dest / "PULL_VERIFIED.json").read_text())
+    verified = cli.verified("box", second)
     assert any(f["path"].startswith("ckpt/ckpt-") for f in verified["files"])
     assert "fresh start" in (dest / "logs" / f"{first}.log").read_text()  # each attempt's log
     assert "resumed step=" in (dest / "logs" / f"{second}.log").read_text()

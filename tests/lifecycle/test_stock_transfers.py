@@ -12,7 +12,7 @@ import os
 import sys
 
 import pytest
-from boxkit import write_job
+from boxkit import verified_in, write_job
 from laptops import OLD_RSYNC, Laptop, old_rsync_dir, path_without
 from stockbox import stock_box  # noqa: F401  (fixture)
 
@@ -44,7 +44,7 @@ def run_and_pull(cli, box, spec, dest):
     run_id = launched.stdout.strip().splitlines()[-1]
     assert_clean(cli("watch", box, run_id, "--until-done", "--timeout", "90"))
     assert_clean(cli("pull", box, run_id, "--dest", str(dest)))
-    verified = json.loads((dest / "PULL_VERIFIED.json").read_text())
+    verified = cli.verified(box, run_id)
     assert verified["ok"], verified["problems"]
     assert json.loads((dest / "out" / "out" / "metrics.json").read_text()) == {"acc": 0.9}
     assert (dest / "out" / "out" / "w.bin").stat().st_size == 300_000
@@ -101,8 +101,7 @@ def test_laptop_without_rsync_runs_the_demo_case_3(tmp_path):
     result = laptop("demo", "--steps", "30", timeout=300)
     assert_clean(result)
     assert "checkpoints loaded" in result.stdout
-    report = json.loads(next((laptop.home / "demo").glob("*/results/PULL_VERIFIED.json"))
-                        .read_text())
+    report = verified_in(laptop.home)
     assert report["ok"] and any(f["path"].endswith("final.pt") for f in report["files"])
     boxes = list((laptop.home / "boxes").iterdir())
     assert len(boxes) == 1 and not (boxes[0] / "scratch").exists(), "the box must be down"

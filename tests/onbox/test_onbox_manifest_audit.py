@@ -14,6 +14,13 @@ from onbox_helpers import feed, shipped
 from rgt.onbox import audit
 
 
+def read_jsonl(path):
+    """A manifest (JSON Lines: header, one line per file, end record) as one dict."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines[0]["manifest_version"] == 2 and lines[-1]["end"] is True
+    return {**lines[0], **lines[-1], "files": lines[1:-1]}
+
+
 def make_outputs(root):
     (root / "ckpt").mkdir(parents=True)
     (root / "ckpt" / "best.pt").write_bytes(os.urandom(3 * 1024 * 1024 + 17))  # > 1 buffer
@@ -34,7 +41,7 @@ def test_manifest_via_stdin_hashes_match_and_missing_is_listed(tmp_path):
     proc = feed("manifest", str(root), str(out_json), *patterns)
     assert proc.returncode == 2, proc.stderr  # written, but a declared output is missing
     summary = json.loads(proc.stdout)
-    manifest = json.loads(out_json.read_text())
+    manifest = read_jsonl(out_json)
     assert manifest["missing"] == ["samples/**/*.png"] == summary["missing"]
 
     expected = {
@@ -64,7 +71,7 @@ def test_manifest_complete_exits_zero(tmp_path):
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    files = json.loads(out_json.read_text())["files"]
+    files = read_jsonl(out_json)["files"]
     assert [f["path"] for f in files] == ["ckpt/best.pt"]
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from boxkit import verified_in
 from cli import rgt
 
 from rgt.lifecycle import watch
@@ -171,7 +172,7 @@ def test_sweep_is_one_job_array_each_cell_once_in_its_own_dir(slurm_cluster, slu
     dest = tmp_path / "pulled"
     pulled = rgt("pull", "hpc", run_id, "--dest", str(dest), env=slurm_env)
     assert pulled.returncode == 0, pulled.stdout + pulled.stderr
-    verified = json.loads((dest / "PULL_VERIFIED.json").read_text())
+    verified = verified_in(Path(slurm_env["RGT_HOME"]), "hpc", run_id)
     assert sorted(f["path"] for f in verified["files"]) == [
         f"cells/{i}/out/runs.jsonl" for i in range(4)]
 

@@ -130,7 +130,7 @@ def _lifecycle(store: Store, box, spec, steps: int, keep: bool, workdir: Path,
     if not report["ok"]:
         raise UserError("pull did not verify: " + "; ".join(report["problems"]), exit_code=1)
     loaded = sum(1 for f in report["files"] if f.get("loads"))
-    console.print(f"[green]✓[/] {len(report['files'])} files re-hashed, {loaded} checkpoints "
+    console.print(f"[green]✓[/] {report['counts']['files']} files re-hashed, {loaded} checkpoints "
                   f"loaded → {escape(str(dest))}")
 
     if keep:

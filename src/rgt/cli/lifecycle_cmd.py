@@ -391,8 +391,9 @@ def pull(name: BoxArg, run_id: RunArg = None,
     for warning in report.get("warnings") or []:
         err_console.print(f"[yellow]warning:[/] {escape(warning)}")
     if report["ok"]:
-        console.print(f"[green]✓ verified[/] {len(report['files'])} files in {escape(str(where))} "
-                      "(hashes match the box; checkpoints checked by format)")
+        console.print(f"[green]✓ verified[/] {report['counts']['files']} files in "
+                      f"{escape(str(where))} (hashes match the box; checkpoints checked by "
+                      f"format); evidence: {escape(report['evidence'])}")
         return
     for problem in report["problems"]:
         err_console.print(f"[red]✗[/] {escape(problem)}")

@@ -1,17 +1,24 @@
 """`rgt pull`: manifest on the box, resumable transfer, re-hash and load here.
 
-The evidence it leaves (`PULL_VERIFIED.json` beside the pulled files, and a row in the store)
-is what `rgt down` demands before it will stop the meter. A file that arrived but does not
-hash as the box said it should is a failure, not a warning. Checkpoints are checked by format
+The evidence it leaves (`PULL_VERIFIED.json` in ``RGT_HOME/evidence/<box>/<run>/``, never in
+the pulled tree the box controls, and a row in the store with counts and a digest rather than
+the file list) is what `rgt down` demands before it will stop the meter. Everything the box
+sends back is read through `rgt.lifecycle.untrusted`. What a complete pull is comes from the
+spec and the run's final state, not from the box's manifest: a declared output nothing in the
+manifest matches fails a succeeded run's pull. A file that arrived but does not hash as the
+box said it should is a failure, not a warning. Checkpoints are checked by format
 (`rgt.ckpt.formats`); one that is damaged on the box itself is named as a warning, since
 keeping the box would not save it.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
 import json
-import os
+import posixpath
 import shlex
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -21,9 +28,19 @@ from rgt.errors import UserError
 from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.launch import Layout
 from rgt.lifecycle.onbox import run_json
+from rgt.lifecycle.untrusted import (
+    Entry,
+    Manifest,
+    check_state,
+    evidence_dir,
+    open_inside,
+    read_manifest,
+    real_subdir,
+    sweep_links,
+    write_private,
+)
 from rgt.lifecycle.watch import refresh
-from rgt.onbox.manifest import sha256_file
-from rgt.store import LIVE, Run, Store
+from rgt.store import LIVE, Run, Store, rgt_home
 from rgt.transport import TransferStats
 
 
@@ -58,10 +75,32 @@ def home_to_fetch(run: Run, layout: Layout) -> str | None:
     return layout.ckpt
 
 
-def manifest_of(transport, root: str, path: str, patterns: list[str]) -> dict[str, Any]:
-    # exit 2 = written, with declared outputs missing: verify_pulled reports those
-    run_json(transport, "manifest", root, path, *patterns, ok_codes=(0, 2))
-    return json.loads(transport.run(f"cat {shlex.quote(path)}", timeout=60).stdout)
+def manifest_of(transport, root: str, remote: str, patterns: list[str], into: Path,
+                prefix: str = "") -> Manifest:
+    """Build the manifest of ROOT on the box, fetch it as a file into INTO (rgt's own evidence
+    directory) and return it to be read as a stream."""
+    # exit 2 = written, with declared outputs missing: verify_pulled decides what that means
+    run_json(transport, "manifest", root, remote, *patterns, ok_codes=(0, 2))
+    into.mkdir(parents=True, exist_ok=True)
+    transport.get(remote, into)
+    return read_manifest(into / posixpath.basename(remote), prefix)
+
+
+def expected_of(run: Run, home_fetched: bool) -> list[tuple[str, str, str]]:
+    """What a complete pull of RUN holds, from its spec: (label, directory in the pull, glob
+    under it) — each declared output, and the checkpoint home when one was declared."""
+    outputs = [f"_abs{o}" if o.startswith("/") else o.rstrip("/")
+               for o in run.spec.get("outputs") or []]
+    cells = (run.spec.get("platform_run") or {}).get("cells") or 0
+    if cells:
+        ckpt = [(f"cells/{i}/ckpt", f"cells/{i}/ckpt/", "*") for i in range(cells)
+                if run.spec.get("checkpoint_dir")]
+        return [(f"cells/{i}/out/{o}", f"cells/{i}/out/", o)
+                for i in range(cells) for o in outputs] + ckpt
+    expected = [(f"out ({o})", "out/", o) for o in outputs]
+    if home_fetched:  # (an old run's ckpt/ inside its durable dir is fetched, not listed)
+        expected.append(("ckpt", "ckpt/", "*"))
+    return expected
 
 
 def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = None,
@@ -78,32 +117,38 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
     local = dest or default_dest(box.name, run.id)
     if local.exists() and not local.is_dir():
         raise UserError(f"--dest {local} is a file; give a directory to pull into")
+    evidence = evidence_dir(rgt_home(), box.name, run.id)
+    fetched = evidence / "manifests"
+    shutil.rmtree(fetched, ignore_errors=True)  # rgt's own directory: last pull's copies
     transport = transport_for(box)
     try:
-        state = refresh(store, box, run, transport)
-        if state["status"] == "sync-failed" and not from_scratch:
+        state = check_state(refresh(store, box, run, transport))
+        unmatched = state["status"] == "sync-failed" and state["sync"]["missing"]
+        if state["status"] == "sync-failed" and not from_scratch and not unmatched:
             raise UserError(
                 f"run {run.id} finished but its outputs did not reach the durable tier "
-                f"({state.get('sync', {}).get('error', 'copy failed')}); free space or inodes "
+                f"({state['sync']['error'] or 'copy failed'}); free space or inodes "
                 "there (AD4/U7) and pull again, or fetch them from the run's workdir with "
                 "`rgt pull --from-scratch` — nothing on the box was deleted")
         if from_scratch and state["status"] in LIVE:
             raise UserError(f"run {run.id} is still {state['status']}; --from-scratch copies "
                             "a finished run's outputs")
         local.mkdir(parents=True, exist_ok=True)
+        sources = []
         if from_scratch:
-            source, manifest = _stage_from_workdir(transport, run, layout)
+            source, listed = _stage_from_workdir(transport, run, layout, fetched)
+            sources.append(listed)
         else:
             source = layout.durable_run_dir
             transport.run(f"mkdir -p {shlex.quote(source)}", timeout=60)
-            manifest = manifest_of(transport, source, f"{layout.run_dir}/PULL_MANIFEST.json",
-                                 output_patterns(run))
+            sources.append(manifest_of(transport, source,
+                                       f"{layout.run_dir}/PULL_MANIFEST.jsonl",
+                                       output_patterns(run), fetched))
         home = None if from_scratch else home_to_fetch(run, layout)
         if home is not None:
             # the job's checkpoint home, shared by the chain of attempts: fetched as ckpt/
-            listed = manifest_of(transport, home, f"{layout.run_dir}/CKPT_MANIFEST.json", ["."])
-            manifest["files"] += [{**e, "path": f"ckpt/{e['path']}"} for e in listed["files"]]
-            manifest["missing"] += ["ckpt"] if listed["missing"] else []
+            sources.append(manifest_of(transport, home, f"{layout.run_dir}/CKPT_MANIFEST.jsonl",
+                                       ["."], fetched, prefix="ckpt/"))
         stats = transport.get(source, local, progress=progress)
         if home is not None:
             more = transport.get(home, local / "ckpt", progress=progress)
@@ -111,20 +156,44 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
                                   stats.bytes_received + more.bytes_received,
                                   stats.files + more.files, stats.seconds + more.seconds,
                                   stats.attempts + more.attempts)
-        logs = fetch_logs(store, transport, box.name, run, local / "logs")
+        # whatever the engine did, no symlink leading out of the pull survives it, and this
+        # runs before rgt writes anything (the logs) into the tree
+        swept = sweep_links(local)
+        logs = fetch_logs(store, transport, box.name, run, local)
     finally:
         transport.close()
-    report = verify_pulled(local, manifest, run_status=state["status"],
-                           outputs=run.spec.get("outputs"))
+    unmet = [f"declared outputs matched nothing in the run's workdir when it ended: "
+             f"{', '.join(state['sync']['missing'])} (the job exited 0 without writing them; "
+             "nothing was lost to a full disk) — check the job and its outputs patterns"
+             ] if unmatched else []
+    report = verify_pulled(local, sources, run_status=state["status"],
+                           outputs=run.spec.get("outputs"),
+                           expected=[] if from_scratch else expected_of(run, home is not None),
+                           files_list=evidence / "PULL_FILES.jsonl")
+    report["problems"] = unmet + report["problems"]
+    report["warnings"] = swept + report["warnings"]
+    report["ok"] = report["ok"] and not unmet
+    if run.id not in logs:
+        # with nothing declared, the log is the run's result: a pull without it proves nothing
+        says = "the run's log could not be fetched from the box"
+        if report["expected"]:
+            report["warnings"].append(says)
+        else:
+            report["problems"].append(f"{says}; it is this run's only result")
+            report["ok"] = False
     report["logs"] = logs
     report.update({"run": run.id, "box": box.name, "run_status": state["status"],
-                   "run_ended": state.get("ended"), "source": "workdir" if from_scratch
-                   else "durable", "transfer": {
+                   "run_ended": state.get("ended"), "exit_code": state.get("exit_code"),
+                   "source": "workdir" if from_scratch else "durable", "dest": str(local),
+                   "evidence": str(evidence / "PULL_VERIFIED.json"), "transfer": {
                        "bytes_received": stats.bytes_received, "seconds": stats.seconds,
                        "attempts": stats.attempts}})
-    _write_atomic(local / "PULL_VERIFIED.json", json.dumps(report, indent=2).encode())
-    store.add_evidence("pull-verified", box.name, report["ok"], report, run=run.id)
-    store.record("pull", {"ok": report["ok"], "files": len(report["files"]),
+    write_private(evidence / "PULL_VERIFIED.json", json.dumps(report, indent=1).encode())
+    # the store keeps counts and a digest; the list of files stays in the evidence files
+    row = {k: v for k, v in report.items() if k != "files"}
+    row["problems"], row["warnings"] = report["problems"][:50], report["warnings"][:50]
+    store.add_evidence("pull-verified", box.name, report["ok"], row, run=run.id)
+    store.record("pull", {"ok": report["ok"], "files": report["counts"]["files"],
                           "dest": str(local), "source": report["source"]},
                  box=box.name, run=run.id)
     return report
@@ -133,9 +202,10 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
 LOG_TAIL_BYTES = 64 << 20  # a log is evidence to read, not a result: its last 64 MiB
 
 
-def fetch_logs(store: Store, transport, box: str, run: Run, dest: Path) -> list[str]:
+def fetch_logs(store: Store, transport, box: str, run: Run, local: Path) -> list[str]:
     """Each attempt's log on this box, the run's and those of the attempts it continues, as
-    logs/<run-id>.log (its tail). Not verified: the box writes logs, and they only inform."""
+    logs/<run-id>.log (its tail) in the pull directory. Not verified: the box writes logs, and
+    they only inform. Written without following anything the box planted under logs/."""
     fetched = []
     for attempt in store.chain(run):
         if attempt.box != box or attempt.created > run.created:
@@ -143,72 +213,89 @@ def fetch_logs(store: Store, transport, box: str, run: Run, dest: Path) -> list[
         log = shlex.quote(f"{attempt.remote_dir}/log")
         result = transport.run(f"tail -c {LOG_TAIL_BYTES} {log}", check=False, timeout=300)
         if result.ok:
-            dest.mkdir(parents=True, exist_ok=True)
-            _write_atomic(dest / f"{attempt.id}.log", result.stdout.encode())
+            write_private(real_subdir(local, "logs") / f"{attempt.id}.log",
+                          result.stdout.encode())
             fetched.append(attempt.id)
     return fetched
 
 
-def _stage_from_workdir(transport, run: Run, layout: Layout) -> tuple[str, dict[str, Any]]:
+def _stage_from_workdir(transport, run: Run, layout: Layout, into: Path
+                        ) -> tuple[str, Manifest]:
     """Hard-link the declared outputs from the workdir into RUN_DIR/scratch-pull/out."""
     outputs = run.spec.get("outputs") or []
     if not outputs:
         raise UserError(f"run {run.id} declares no outputs; there is nothing to fetch from "
-                        "its workdir")
+                        "its workdir (plain `rgt pull` fetches its log and checkpoints)")
     staged = f"{layout.run_dir}/scratch-pull"
-    manifest_path = f"{layout.run_dir}/SCRATCH_MANIFEST.json"
-    run_json(transport, "manifest", layout.code, manifest_path, *outputs, ok_codes=(0, 2))
-    manifest = json.loads(transport.run(f"cat {shlex.quote(manifest_path)}", timeout=60).stdout)
-    files = [entry["path"] for entry in manifest.get("files", [])]
-    link = (f"rm -rf {shlex.quote(staged)} && mkdir -p {shlex.quote(staged + '/out')}")
+    remote = f"{layout.run_dir}/SCRATCH_MANIFEST.jsonl"
+    listed = manifest_of(transport, layout.code, remote, outputs, into, prefix="out/")
+    # the names to link come from the checked manifest, never straight from the box
+    files = [e.path.removeprefix("out/") for e in listed if e.link is None]
+    if listed.problems:
+        raise UserError(f"the box's workdir manifest is not usable: {listed.problems[0]}")
+    link = f"rm -rf {shlex.quote(staged)} && mkdir -p {shlex.quote(staged + '/out')}"
     if files:
         link += (f" && cd {shlex.quote(layout.code)} && cp -al --parents -- "
                  f"{' '.join(shlex.quote(f) for f in files)} {shlex.quote(staged + '/out')}/")
     transport.run(link, timeout=300)
-    for entry in manifest.get("files", []):
-        entry["path"] = f"out/{entry['path']}"
-    return staged, manifest
+    return staged, read_manifest(listed.source, "out/")
 
 
 # A run that ended without succeeding never wrote (or synced) its declared outputs; its
 # checkpoints and log are its results, so missing outputs are said, not held against `down`.
 STOPPED = ("failed", "cancelled", "preempted", "stopped", "vanished")
 
+FILES_INLINE = 10_000  # file records kept in PULL_VERIFIED.json itself; all go to files_list
+HASH_BUF = 1 << 20
 
-def verify_pulled(local: Path, manifest: dict[str, Any], *, run_status: str | None = None,
-                  outputs: list[str] | None = None) -> dict[str, Any]:
+
+def verify_pulled(local: Path, manifests: Manifest | list[Manifest], *,
+                  run_status: str | None = None, outputs: list[str] | None = None,
+                  expected: list[tuple[str, str, str]] | None = None,
+                  files_list: Path | None = None) -> dict[str, Any]:
     """Re-hash every manifest file here and check every checkpoint by its format
-    (`rgt.ckpt.formats`). A problem (the copy is not the box's file, or a declared output of a
-    run that succeeded is absent) fails the pull; a checkpoint damaged on the box itself and
-    a stopped run's missing outputs are warnings. Each distinct message is said once."""
+    (`rgt.ckpt.formats`), streaming the manifests. A problem fails the pull: a malformed,
+    escaping or duplicate manifest entry, a copy that is not the box's file, a declared output
+    (`expected`, from the spec) that nothing matched in a succeeded run. A checkpoint damaged
+    on the box itself, a stopped run's missing outputs and a symlink on the box are warnings
+    or notes. Each distinct message is said once. Nothing outside LOCAL is read: run
+    `untrusted.sweep_links(local)` first."""
+    sources = [manifests] if isinstance(manifests, Manifest) else list(manifests)
+    expected = list(expected or [])
+    met: set[int] = set()
     files, bad, damaged, notes, verdicts = [], [], [], [], {}
-    for entry in manifest.get("files", []):
-        path = local / entry["path"]
-        record: dict[str, Any] = {"path": entry["path"], "bytes": entry["bytes"]}
-        if not path.is_file():
-            bad.append((entry["path"], "listed on the box, missing here"))
-            files.append({**record, "ok": False})
-            continue
-        size, digest = sha256_file(str(path))  # the very function that hashed it on the box
-        record["sha256_ok"] = digest == entry["sha256"] and size == entry["bytes"]
-        if not record["sha256_ok"]:
-            bad.append((entry["path"], "hash or size differs from the box's manifest"))
-        verdict = _load_check(path, hashed=record["sha256_ok"])
-        if verdict is not None and record["sha256_ok"]:
-            verdicts[entry["path"]] = verdict
-            record.update(loads=verdict.ok, load_detail=verdict.note,
-                          checked=list(verdict.checked), kind=verdict.kind)
-            if not verdict.ok:
-                # the copy equals the box's file, so the damage is on the box too (a save cut
-                # short by a kill): keeping the box saves nothing, but the user must know
-                damaged.append((entry["path"], f"damaged on the box too: {verdict.note}"))
-            elif "not unpickled" in verdict.note:
-                notes.append((entry["path"], verdict.note))
-        record["ok"] = record["sha256_ok"]
-        files.append(record)
+    counts = {"files": 0, "bytes": 0, "failed": 0, "links": 0}
+    buf = bytearray(HASH_BUF)
+    out = files_list.open("w", encoding="utf-8", errors="surrogateescape") if files_list \
+        else None
+    try:
+        for source in sources:
+            for entry in source:
+                _meet(entry.path, expected, met)
+                if entry.link is not None:
+                    counts["links"] += 1
+                    notes.append((entry.path, "a symlink on the box, not a file: a link "
+                                  "that stays inside is copied as a link, any other is not"))
+                    continue
+                record = _verify_one(local, entry, buf, bad, damaged, notes, verdicts)
+                counts["files"] += 1
+                counts["bytes"] += entry.bytes
+                counts["failed"] += not record["ok"]
+                if out is not None:
+                    out.write(json.dumps(record) + "\n")
+                if len(files) < FILES_INLINE:
+                    files.append(record)
+    finally:
+        if out is not None:
+            out.close()
+    manifest_problems = [p for s in sources for p in s.problems]
     named = f" ({', '.join(outputs)})" if outputs else ""  # `out` holds the spec's outputs
-    missing = [f"{m}{named if m == 'out' else ''}: declared but absent on the box"
-               for m in manifest.get("missing", [])]
+    box_missing = [m for s in sources for m in s.missing]
+    missing = [f"{label}: declared, but nothing in the box's manifest matches it"
+               for i, (label, _, _) in enumerate(expected) if i not in met]
+    if not expected:  # no spec to judge by (a carry of checkpoints): the box's own list
+        missing = [f"{m}{named if m == 'out' else ''}: declared but absent on the box"
+                   for m in box_missing]
     warnings = formats.said_once(damaged)
     if run_status in STOPPED and missing:
         warnings += [f"{m} — the run ended {run_status}; its checkpoints and log are its "
@@ -217,18 +304,67 @@ def verify_pulled(local: Path, manifest: dict[str, Any], *, run_status: str | No
     checkpoints = _checkpoints(local, verdicts)
     warnings += [f"{c['path']}: {c['note']}" for c in checkpoints
                  if not c["ok"] and c.get("note")]
-    problems = formats.said_once(bad) + missing
-    return {"ok": not problems, "verified_at": time.time(), "files": files,
+    problems = manifest_problems[:100] + formats.said_once(bad) + missing
+    return {"ok": not problems, "verified_at": time.time(), "files": files, "counts": counts,
+            "files_list": str(files_list) if files_list else None,
+            "manifest_digests": [s.digest for s in sources],
+            "expected": [label for label, _, _ in expected],
             "problems": problems, "warnings": warnings, "notes": formats.said_once(notes),
-            "checkpoints": checkpoints, "manifest_created": manifest.get("created")}
+            "checkpoints": checkpoints, "manifest_created": sources[0].created if sources
+            else None}
 
 
-def _load_check(path: Path, *, hashed: bool = True) -> formats.Verdict | None:
-    """Check what rgt knows how to check (None: a file only its hash vouches for)."""
-    kind = formats.kind_of(path)
-    if kind is None:
-        return None
-    return formats.check_file(path, kind, hashed=hashed)
+def _meet(path: str, expected: list[tuple[str, str, str]], met: set[int]) -> None:
+    """Mark the expectations PATH satisfies: it, or a directory above it, matches the glob."""
+    for i, (_, under, pattern) in enumerate(expected):
+        if i in met or not path.startswith(under):
+            continue
+        rel = path[len(under):]
+        parts = rel.split("/")
+        if any(fnmatch.fnmatchcase("/".join(parts[:n]), pattern)
+               for n in range(1, len(parts) + 1)):
+            met.add(i)
+
+
+def _verify_one(local: Path, entry: Entry, buf: bytearray, bad, damaged, notes, verdicts
+                ) -> dict[str, Any]:
+    record: dict[str, Any] = {"path": entry.path, "bytes": entry.bytes}
+    try:
+        fd = open_inside(local, entry.path)
+    except OSError:
+        bad.append((entry.path, "listed on the box, missing here (or not a regular file)"))
+        return {**record, "ok": False}
+    size, digest = _hash_fd(fd, buf)
+    record["sha256_ok"] = digest == entry.sha256 and size == entry.bytes
+    if not record["sha256_ok"]:
+        bad.append((entry.path, "hash or size differs from the box's manifest"))
+    kind = formats.kind_of_name(posixpath.basename(entry.path))
+    verdict = formats.check_file(local / entry.path, kind, hashed=record["sha256_ok"]) \
+        if kind is not None and record["sha256_ok"] else None
+    if verdict is not None:
+        verdicts[entry.path] = verdict
+        record.update(loads=verdict.ok, load_detail=verdict.note,
+                      checked=list(verdict.checked), kind=verdict.kind)
+        if not verdict.ok:
+            # the copy equals the box's file, so the damage is on the box too (a save cut
+            # short by a kill): keeping the box saves nothing, but the user must know
+            damaged.append((entry.path, f"damaged on the box too: {verdict.note}"))
+        elif "not unpickled" in verdict.note:
+            notes.append((entry.path, verdict.note))
+    record["ok"] = record["sha256_ok"]
+    return record
+
+
+def _hash_fd(fd: int, buf: bytearray) -> tuple[int, str]:
+    """(bytes, sha256) of an open file, read with one reused buffer; closes FD."""
+    h = hashlib.sha256()
+    view = memoryview(buf)
+    size = 0
+    with open(fd, "rb", buffering=0, closefd=True) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
+            size += n
+    return size, h.hexdigest()
 
 
 def _checkpoints(local: Path, verdicts: dict[str, formats.Verdict]) -> list[dict[str, Any]]:
@@ -248,12 +384,3 @@ def _checkpoints(local: Path, verdicts: dict[str, formats.Verdict]) -> list[dict
         units.append({"path": parent, "kind": whole.kind, "step": whole.step, "ok": whole.ok,
                       "checked": list(whole.checked), "note": whole.note})
     return sorted(units, key=lambda u: (u["step"] is None, u["step"] or 0, u["path"]))
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)

@@ -16,6 +16,7 @@ from rgt.errors import UserError
 from rgt.lifecycle.boxes import transport_for
 from rgt.lifecycle.launch import checkpoint_home, launch, prepare_home
 from rgt.lifecycle.pull import layout_of, manifest_of, verify_pulled
+from rgt.lifecycle.untrusted import sweep_links
 from rgt.lifecycle.watch import refresh
 from rgt.spec import JobSpec
 from rgt.store import LIVE, Box, Run, Store, rgt_home
@@ -96,13 +97,14 @@ def _verified_copy(store: Store, box: Box, run: Run) -> tuple[str, Path, bool]:
         transport = transport_for(box)
         try:
             home = layout_of(run).ckpt
-            manifest = manifest_of(transport, home, f"{run.remote_dir}/CARRY_MANIFEST.json",
-                                   ["."])
+            manifest = manifest_of(transport, home, f"{run.remote_dir}/CARRY_MANIFEST.jsonl",
+                                   ["."], carry / "manifests")
             transport.get(home, carry / "ckpt")
+            swept = sweep_links(carry / "ckpt")  # the box's tree: nothing may lead out of it
             report = verify_pulled(carry / "ckpt", manifest)
-            if report["ok"] and report["files"]:
+            if report["ok"] and report["counts"]["files"] and not swept:
                 return f"{box.name}:{home}", carry / "ckpt", True
-            reason = "; ".join(report["problems"][:2]) or "it holds no checkpoint"
+            reason = "; ".join((report["problems"] + swept)[:2]) or "it holds no checkpoint"
         except UserError as err:
             reason = str(err)
         finally:
