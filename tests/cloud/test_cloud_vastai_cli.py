@@ -28,7 +28,8 @@ def _vastai_command() -> list[str]:
     if importlib.util.find_spec("vastai") is None:
         pytest.fail("the official vastai client is not installed: pip install -e '.[test]' "
                     "(or set RGT_TEST_VASTAI to a vastai executable)")
-    return [sys.executable, "-m", "vastai.cli.main"]
+    # its console script's own two lines: `python -m vastai.cli.main` registers no commands
+    return [sys.executable, "-c", "import sys; from vastai.cli.main import main; sys.exit(main())"]
 
 
 @pytest.fixture
