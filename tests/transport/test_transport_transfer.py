@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from oldpython import NO_PY38, PY38
 
 from rgt.onbox.xfer import PARTIAL_DIR
 from rgt.transport import SshTransport, TransportError, Unreachable
@@ -169,3 +170,33 @@ def test_get_resumes_after_the_connection_dies_mid_file(sshd_server, big_dir, tm
     dest = tmp_path / "pulled"
     stats = cut_mid_file(sshd_server, dest, digest, lambda t: t.get(str(box), dest, timeout=120))
     assert stats.bytes_received < 1.5 * BIG, stats
+
+
+def test_get_never_creates_a_symlink_that_leaves_the_destination(ssh, tmp_path):
+    box = tmp_path / "on-box"
+    (box / "sub").mkdir(parents=True)
+    (box / "sub" / "f.txt").write_text("data\n")
+    (box / "inside").symlink_to("sub/f.txt")
+    (box / "abs").symlink_to("/etc/passwd")
+    (box / "sub" / "up").symlink_to("../../../outside")
+    dest = tmp_path / "pulled"
+    stats = ssh.get(str(box), dest)
+    assert (dest / "inside").read_text() == "data\n" and (dest / "inside").is_symlink()
+    assert not os.path.lexists(dest / "abs") and not os.path.lexists(dest / "sub" / "up")
+    assert sorted(stats.skipped) == ["abs", "sub/up"]
+    assert not (tmp_path / "outside").exists()
+
+
+@pytest.mark.may_skip
+@pytest.mark.skipif(PY38 is None, reason=NO_PY38)
+def test_the_box_side_of_a_transfer_runs_on_python_38(sshd_server, tmp_path):
+    """The engine's far side is the box's interpreter, as old as 3.8: push and pull with it."""
+    t = SshTransport(sshd_server.target, known_hosts=sshd_server.known_hosts, python=PY38)
+    try:
+        src = make_tree(tmp_path / "src")
+        t.put(src, str(tmp_path / "box"), exclude=["*.tmp"])
+        stats = t.get(str(tmp_path / "box"), tmp_path / "back")
+    finally:
+        t.close()
+    expected = {k: v for k, v in listing(src).items() if not k.endswith(".tmp")}
+    assert listing(tmp_path / "back") == expected and stats.files == len(expected)

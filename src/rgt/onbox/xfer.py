@@ -646,6 +646,18 @@ def _watchdog(link: Link) -> None:
             os._exit(4)
 
 
+def _big_pipes() -> None:
+    """sshd hands us pipes of 64 KiB; at 1 MiB, a link's data wakes us (and sshd) 16 times less
+    often. Linux only (F_SETPIPE_SZ); elsewhere, or refused, the pipes stay as they are."""
+    try:
+        import fcntl
+
+        for fd in (0, 1):
+            fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except (ImportError, OSError, ValueError):
+        pass
+
+
 def main(argv) -> int:
     """``send ROOT [exclude=PATTERN]... [bwlimit=BYTES_PER_S]`` or ``receive ROOT``."""
     if len(argv) < 2 or argv[0] not in ("send", "receive"):
@@ -654,6 +666,7 @@ def main(argv) -> int:
     role, root = argv[0], argv[1]
     exclude = [a[len("exclude=") :] for a in argv[2:] if a.startswith("exclude=")]
     bwlimit = [int(a[len("bwlimit=") :]) for a in argv[2:] if a.startswith("bwlimit=")]
+    _big_pipes()
     out = sys.stdout.buffer
     link = Link(sys.stdin.buffer, out)
     out.write(MAGIC)
