@@ -439,7 +439,8 @@ def render_array_script(spec: JobSpec, grid: Mapping[str, Sequence[Any]], *, run
         cases.append(f"  {i}) export {exports} ;;")
     # The same command for every cell: each value reaches it as data, through its variable.
     command = grid_command(spec.run, grid)
-    cases.insert(0, f"rgt_command={shlex.quote(command)}")
+    # exported: the step's own shell (srun bash -c) evaluates it, not this script
+    cases.insert(0, f"export rgt_command={shlex.quote(command)}")
     cases += ['  *) echo "[rgt] no cell $SLURM_ARRAY_TASK_ID in this sweep" >&2; exit 2 ;;',
               "esac"]
     step = _step_for(spec, opts, command='eval "$rgt_command"')
