@@ -9,7 +9,6 @@ the scheduler's: scancel sends TERM to the job's steps and SIGKILL after its Kil
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import time
@@ -17,76 +16,12 @@ from typing import Any
 
 from rgt.errors import UserError
 from rgt.lifecycle.boxes import transport_for
+from rgt.lifecycle.onbox import run_json
 from rgt.profiles import load_profile
 from rgt.store import LIVE, Box, Run, Store
 from rgt.transport import Transport
 
 DEFAULT_GRACE_S = 30.0
-
-# Runs on the box under the interpreter `rgt up` found: standard library, Python >= 3.8, and no
-# /proc needed (a macOS laptop's `local` box has none; there pid reuse is not checked).
-_ONBOX = r'''
-import json, os, signal, sys, time
-state_path, grace = sys.argv[1], float(sys.argv[2])
-
-def load():
-    try:
-        with open(state_path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
-
-def alive(pid, start=None):
-    if not pid:
-        return False
-    try:
-        with open("/proc/%d/stat" % int(pid), "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        fields = None
-    if fields is not None:
-        return fields[0] not in (b"Z", b"X") and (start is None or int(fields[19]) == int(start))
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-def kill(pid, sig, group=False):
-    try:
-        (os.killpg if group else os.kill)(int(pid), sig)
-        return True
-    except OSError:
-        return False
-
-st = load()
-runner, rstart, job, jstart = (st.get("runner_pid"), st.get("runner_pid_start"),
-                               st.get("pid"), st.get("pid_start"))
-report = {"before": st.get("status"), "sent": [], "escalated": False}
-if alive(runner, rstart) and kill(runner, signal.SIGTERM):
-    report["sent"].append("SIGTERM to runner %s" % runner)
-elif alive(job, jstart) and kill(job, signal.SIGTERM, group=True):
-    report["sent"].append("SIGTERM to job group %s" % job)
-deadline = time.time() + grace
-while time.time() < deadline and (alive(runner, rstart) or alive(job, jstart)):
-    time.sleep(0.2)
-if alive(job, jstart):
-    report["escalated"] = kill(job, signal.SIGKILL, group=True)
-    report["sent"].append("SIGKILL to job group %s" % job)
-    end = time.time() + 5  # the runner records the kill and exits on its own
-    while time.time() < end and alive(runner, rstart):
-        time.sleep(0.2)
-if alive(runner, rstart):
-    report["escalated"] = kill(runner, signal.SIGKILL) or report["escalated"]
-    report["sent"].append("SIGKILL to runner %s" % runner)
-after = load()
-report.update(after=after.get("status"), exit_code=after.get("exit_code"),
-              stop_signal=after.get("stop_signal"))
-print(json.dumps(report))
-'''
-
 
 def default_grace(box: Box) -> float:
     """The profile's spot/preemption grace when it names one in seconds ('30s (KillWait)'),
@@ -126,15 +61,9 @@ def cancel(store: Store, box: Box, run: Run, grace_s: float) -> dict[str, Any]:
 
 
 def _stop_on_box(transport: Transport, state_path: str, grace_s: float) -> dict[str, Any]:
-    command = (f"{shlex.quote(transport.python)} - {shlex.quote(state_path)} "
-               f"{shlex.quote(str(grace_s))}")
-    result = transport.run(command, stdin=_ONBOX.encode(), timeout=grace_s + 60, check=False)
-    try:
-        report = json.loads(result.stdout.strip().splitlines()[-1]) if result.ok else None
-    except (ValueError, IndexError):
-        report = None
-    if not isinstance(report, dict):  # the box's answer is input, not a given
-        tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-3:])
-        raise UserError(f"could not stop the run on the box (exit {result.rc}): {tail}; "
-                        "nothing was marked cancelled, try again")
+    """rgt.onbox.stop on the box; its report is the box's answer, checked before use."""
+    report = run_json(transport, "stop", state_path, str(grace_s), timeout=grace_s + 60)
+    if not isinstance(report, dict) or not isinstance(report.get("sent"), list):
+        raise UserError("could not stop the run on the box (its answer was not a stop "
+                        "report); nothing was marked cancelled, try again")
     return report

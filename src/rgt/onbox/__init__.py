@@ -11,6 +11,7 @@ pure helpers.
 - ``runner``   detached job runner: state.json, log, signal forwarding, verified durable sync
 - ``probe``    one-shot reconciliation of state.json with the real process + a verdict (U3 ladder)
 - ``manifest`` PULL_MANIFEST.json (path, bytes, sha256) of the declared outputs
+- ``stop``     end a live run: SIGTERM to its runner, SIGKILL after a grace (rgt cancel)
 - ``audit``    pre-run audit: disks (bytes + inodes), cgroup limits, GPUs, Python/torch, HF cache
 - ``xfer``     rgt's file mover, run at both ends of the stream that `put` and `get` open
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-SCRIPTS = ("runner", "probe", "manifest", "audit", "xfer")
+SCRIPTS = ("runner", "probe", "manifest", "audit", "xfer", "stop")
 _COMMON_IMPORT = re.compile(rb"^from rgt\.onbox\._common import (?:\([^)]*\)|.*)\n", re.MULTILINE)
 _FUTURE = b"from __future__ import annotations\n"
 

@@ -140,6 +140,26 @@ def proc_stat_fields(pid):
     return data[data.rindex(b")") + 2 :].split()
 
 
+def pid_alive(pid, start=None) -> bool:
+    """True if PID exists, is not a zombie, and (when given) started at START."""
+    if not pid:
+        return False
+    fields = proc_stat_fields(pid)
+    if fields is None:
+        if os.path.isdir("/proc/self"):
+            return False
+        try:  # no procfs: best effort
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    if fields[0] in (b"Z", b"X"):
+        return False
+    return start is None or int(fields[19]) == int(start)
+
+
 def boot_id():
     return read_text("/proc/sys/kernel/random/boot_id") or None
 

@@ -66,6 +66,7 @@ from rgt.onbox._common import (
     disk_facts,
     fsync_dir,
     match_outputs,
+    pid_alive,
     proc_stat_fields,
     read_json,
     read_text,
@@ -101,26 +102,6 @@ def proc_start_time(pid) -> int | None:
         return None
     fields = proc_stat_fields(pid)
     return int(fields[19]) if fields else None
-
-
-def pid_alive(pid, start=None) -> bool:
-    """True if PID exists, is not a zombie, and (when given) started at START."""
-    if not pid:
-        return False
-    fields = proc_stat_fields(pid)
-    if fields is None:
-        if os.path.isdir("/proc/self"):
-            return False
-        try:  # no procfs: best effort
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    if fields[0] in (b"Z", b"X"):
-        return False
-    return start is None or int(fields[19]) == int(start)
 
 
 def still_live(state: dict):
