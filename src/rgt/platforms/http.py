@@ -305,3 +305,17 @@ def poll_interval() -> float:
         return max(0.01, float(os.environ.get("RGT_CLOUD_POLL_S", "") or 5))
     except ValueError:
         return 5.0
+
+
+def adopt_lost_create(listed: Callable[[], list[dict[str, Any]]], before: set[Any], *,
+                      poll_s: float, looks: int = 5) -> list[dict[str, Any]]:
+    """The rows a create whose answer was lost (AmbiguousCreate) made: those `listed` shows
+    under the name rgt gave it that were not there `before`. Asked up to `looks` times,
+    `poll_s` apart, as a new instance can take a moment to be listed; [] when none appeared.
+    The caller adopts one, and names every extra (each bills) — it never creates again."""
+    for look in range(looks):
+        fresh = [row for row in listed() if row.get("id") not in before]
+        if fresh or look + 1 == looks:
+            return fresh
+        time.sleep(poll_s)
+    return []

@@ -53,7 +53,14 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.platforms.http import AmbiguousCreate, ApiClient, ApiError, RatePolicy, poll_interval
+from rgt.platforms.http import (
+    AmbiguousCreate,
+    ApiClient,
+    ApiError,
+    RatePolicy,
+    adopt_lost_create,
+    poll_interval,
+)
 from rgt.store import Box, Store
 from rgt.transport import SshTarget
 
@@ -333,17 +340,14 @@ def _named(api: ApiClient, name: str) -> list[dict[str, Any]]:
 def _adopt(api: ApiClient, name: str, before: set[Any], err: ApiError, *, poll_s: float,
            looks: int = 5) -> str:
     """The instance a launch with a lost answer made, found by its name; never a relaunch."""
-    for look in range(looks):
-        fresh = [i for i in _named(api, name) if i.get("id") not in before]
-        if len(fresh) == 1:
-            return str(fresh[0]["id"])
-        if len(fresh) > 1:
-            ids = ", ".join(str(i["id"]) for i in fresh)
-            raise UserError(f"the launch answer was lost ({err}) and Lambda now lists "
-                            f"{len(fresh)} new instances named {name!r} ({ids}), ALL BILLING: "
-                            f"terminate the extras in the console ({CONSOLE})")
-        if look + 1 < looks:
-            time.sleep(poll_s)
+    fresh = adopt_lost_create(lambda: _named(api, name), before, poll_s=poll_s, looks=looks)
+    if len(fresh) == 1:
+        return str(fresh[0]["id"])
+    if fresh:
+        ids = ", ".join(str(i["id"]) for i in fresh)
+        raise UserError(f"the launch answer was lost ({err}) and Lambda now lists "
+                        f"{len(fresh)} new instances named {name!r} ({ids}), ALL BILLING: "
+                        f"terminate the extras in the console ({CONSOLE})")
     raise UserError(f"the launch answer was lost ({err}) and no new instance named {name!r} "
                     f"is listed after {looks} looks; rgt did not launch again. Check the "
                     f"console ({CONSOLE}) before retrying: one may still appear and bill")

@@ -63,7 +63,14 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.platforms.http import AmbiguousCreate, ApiClient, ApiError, RatePolicy, poll_interval
+from rgt.platforms.http import (
+    AmbiguousCreate,
+    ApiClient,
+    ApiError,
+    RatePolicy,
+    adopt_lost_create,
+    poll_interval,
+)
 from rgt.store import Box, Store
 from rgt.transport import SshTarget
 
@@ -343,17 +350,14 @@ def _labelled(api: ApiClient, label: str) -> list[dict[str, Any]]:
 def _adopt(api: ApiClient, label: str, before: set[Any], err: ApiError, *, poll_s: float,
            looks: int = 5) -> int:
     """The instance a create with a lost answer made, found by its label; never a re-create."""
-    for look in range(looks):
-        fresh = [i for i in _labelled(api, label) if i.get("id") not in before]
-        if len(fresh) == 1:
-            return int(fresh[0]["id"])
-        if len(fresh) > 1:
-            ids = ", ".join(str(i["id"]) for i in fresh)
-            raise UserError(f"the create answer was lost ({err}) and vast.ai now lists "
-                            f"{len(fresh)} new instances labelled {label!r} ({ids}), ALL "
-                            f"BILLING: destroy the extras (vastai destroy instance ID)")
-        if look + 1 < looks:
-            time.sleep(poll_s)
+    fresh = adopt_lost_create(lambda: _labelled(api, label), before, poll_s=poll_s, looks=looks)
+    if len(fresh) == 1:
+        return int(fresh[0]["id"])
+    if fresh:
+        ids = ", ".join(str(i["id"]) for i in fresh)
+        raise UserError(f"the create answer was lost ({err}) and vast.ai now lists "
+                        f"{len(fresh)} new instances labelled {label!r} ({ids}), ALL "
+                        f"BILLING: destroy the extras (vastai destroy instance ID)")
     raise UserError(f"the create answer was lost ({err}) and no new instance labelled "
                     f"{label!r} is listed after {looks} looks; rgt did not create again. "
                     f"Check `vastai show instances` before retrying: one may still appear")
