@@ -1,5 +1,5 @@
 """The box is this machine: commands run under local bash, files move with rgt's own engine
-(a second Python process at the far end of a pipe: no rsync, no ssh).
+(a second Python process at the far end of a socketpair: no rsync, no ssh).
 
 Used by the `local` platform and by tests; same semantics as `SshTransport`, so code written
 against one runs unchanged against the other.

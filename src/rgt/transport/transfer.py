@@ -1,6 +1,7 @@
 """How `put` and `get` move files: rgt's own engine (rgt.onbox.xfer), driven over the stdin and
-stdout of one child process per attempt — ssh to the box, or a second Python for the local
-box. It needs nothing but Python at either end: no rsync, no scp, no sftp subsystem.
+stdout (one socketpair) of one child process per attempt — ssh to the box, or a second Python
+for the local box. It needs nothing but Python at either end: no rsync, no scp, no sftp.
+It was measured against rsync and scp with bench/transfer.py (see the README's Benchmarks).
 
 Each attempt runs under two clocks: no byte moved for IO_TIMEOUT seconds means the link is
 dead, and the caller's `timeout` bounds the attempt's wall time; either ends it and the next
@@ -29,6 +30,7 @@ from rgt.onbox import script_source, xfer
 from rgt.transport.base import (
     AuthenticationFailed,
     HostKeyChanged,
+    HostKeyUnknown,
     Progress,
     TransferStats,
     TransportError,
@@ -244,8 +246,8 @@ def _classify(error: Exception | None, rc: int, stderr: str, fired: str | None, 
         where = f" ({error.filename})" if error.filename else ""
         return TransportError(f"{what} failed here: {advice}{where}"), False
     classified = diagnose(stderr) if diagnose is not None and rc == 255 else None
-    if isinstance(classified, HostKeyChanged | AuthenticationFailed):
-        return classified, False
+    if isinstance(classified, HostKeyChanged | HostKeyUnknown | AuthenticationFailed):
+        return classified, False  # no retry fixes a key: raise at once
     if fired == "wall":
         return TransportError(f"{what} failed: an attempt ran past its {timeout:g}s limit"), True
     if fired == "idle":
