@@ -182,7 +182,15 @@ def test_durable_tier_out_of_inodes_is_sync_failed(cli, tmp_path, tiny_inode_dis
     assert cli("down", "box", "--yes").returncode == 3
     # the way out: the outputs are still in the workdir on the (roomier) scratch tier
     dest = tmp_path / "pulled"
-    rescued = cli("pull", "box", run_id, "--from-scratch", "--dest", str(dest))
+    # as on a Mac's local box: BSD cp has neither -l nor --parents
+    bsd = tmp_path / "bsd-bin"
+    bsd.mkdir()
+    (bsd / "cp").write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in --parents|-*l*) '
+                            'echo "cp: illegal option" >&2; exit 64;; esac; done\n'
+                            'exec /bin/cp "$@"\n')
+    (bsd / "cp").chmod(0o755)
+    rescued = cli("pull", "box", run_id, "--from-scratch", "--dest", str(dest),
+                  env={"PATH": f"{bsd}:{os.environ['PATH']}"})
     assert rescued.returncode == 0, rescued.stdout + rescued.stderr
     assert sorted(p.name for p in (dest / "out" / "out").iterdir()) == sorted(
         f"f{i}.json" for i in range(1, 61))

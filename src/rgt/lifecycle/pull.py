@@ -233,11 +233,14 @@ def _stage_from_workdir(transport, run: Run, layout: Layout, into: Path
     files = [e.path.removeprefix("out/") for e in listed if e.link is None]
     if listed.problems:
         raise UserError(f"the box's workdir manifest is not usable: {listed.problems[0]}")
-    link = f"rm -rf {shlex.quote(staged)} && mkdir -p {shlex.quote(staged + '/out')}"
-    if files:
-        link += (f" && cd {shlex.quote(layout.code)} && cp -al --parents -- "
-                 f"{' '.join(shlex.quote(f) for f in files)} {shlex.quote(staged + '/out')}/")
-    transport.run(link, timeout=300)
+    out = shlex.quote(staged + "/out")
+    # bash builtins, mkdir, dirname and ln only (GNU `cp -al --parents` is not on a Mac's
+    # local box); the names come on stdin, NUL-separated, never through the command line
+    link = (f"rm -rf {shlex.quote(staged)} && mkdir -p {out} && cd {shlex.quote(layout.code)}"
+            f" && while IFS= read -r -d '' f; do mkdir -p {out}/\"$(dirname -- \"$f\")\" && "
+            f"ln -- \"$f\" {out}/\"$f\" || exit 1; done")
+    names = b"".join(f.encode("utf-8", "surrogateescape") + b"\0" for f in files)
+    transport.run(link, stdin=names, timeout=300)
     return staged, read_manifest(listed.source, "out/")
 
 
