@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from cloudkit import LAMBDA_KEY, rgt_cli
 
@@ -94,6 +95,61 @@ def test_fake_rejects_what_lambda_rejects(lambda_api):
         with pytest.raises(ApiError) as err:
             api.post("/instance-operations/launch", {**body, **bad})
         assert err.value.status == 400 and err.value.code == "global/invalid-parameters"
+
+
+def _raw_post(lambda_api, path: str, body: object) -> httpx.Response:
+    """Plain httpx, none of rgt's client code: what the fake itself accepts or refuses."""
+    return httpx.post(lambda_api.url + path, json=body, auth=(LAMBDA_KEY, ""), timeout=5)
+
+
+def _refused(resp: httpx.Response, *words: str) -> None:
+    assert resp.status_code == 400, resp.text
+    error = resp.json()["error"]
+    assert error["code"] == "global/invalid-parameters"
+    for word in words:
+        assert word in error["message"], error["message"]
+
+
+def test_fake_launch_validates_against_lambdas_request_schema(lambda_api):
+    """LAUNCH_SCHEMA (Lambda's OpenAPI launchInstance body): unknown field, wrong type, missing
+    required field and the documented limits are refused before any launch logic runs."""
+    lambda_api.capacity["gpu_1x_h100_pcie"] = {"us-east-1"}
+    good = {"region_name": "us-east-1", "instance_type_name": "gpu_1x_h100_pcie",
+            "ssh_key_names": ["laptop"]}
+    launch = "/instance-operations/launch"
+    _refused(_raw_post(lambda_api, launch, {**good, "gpu_count": 1}), "gpu_count", "unknown field")
+    _refused(_raw_post(lambda_api, launch, {**good, "ssh_key_names": "laptop"}),
+             "ssh_key_names", "expected array")
+    _refused(_raw_post(lambda_api, launch, {**good, "ssh_key_names": [7]}), "expected string")
+    _refused(_raw_post(lambda_api, launch, {**good, "quantity": "1"}), "expected integer")
+    _refused(_raw_post(lambda_api, launch, {**good, "quantity": True}), "expected integer")
+    missing = {k: v for k, v in good.items() if k != "instance_type_name"}
+    _refused(_raw_post(lambda_api, launch, missing), "instance_type_name", "required")
+    _refused(_raw_post(lambda_api, launch, None), "region_name", "required")
+    _refused(_raw_post(lambda_api, launch, {**good, "name": "n" * 65}), "at most 64")
+    _refused(_raw_post(lambda_api, launch, {**good, "hostname": "Head_Node"}), "hostname")
+    _refused(_raw_post(lambda_api, launch, {**good, "image": {"id": "x", "family": "y"}}),
+             "image")
+    _refused(_raw_post(lambda_api, launch, {**good, "tags": [{"key": "k1"}]}), "value", "required")
+    assert not lambda_api.instances  # nothing refused was launched
+    ok = _raw_post(lambda_api, launch, {**good, "name": "n" * 64, "hostname": "head-1",
+                                        "image": {"family": "lambda-stack"}, "user_data": "#!",
+                                        "tags": [{"key": "team", "value": "ml"}],
+                                        "file_system_names": [], "quantity": 1})
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["data"]["instance_ids"] == ["inst-0001"]
+
+
+def test_fake_terminate_validates_against_lambdas_request_schema(lambda_api):
+    inst = lambda_api.add_instance("active")
+    terminate = "/instance-operations/terminate"
+    _refused(_raw_post(lambda_api, terminate, {"instance_ids": [inst["id"]], "force": True}),
+             "force", "unknown field")
+    _refused(_raw_post(lambda_api, terminate, {"instance_ids": inst["id"]}), "expected array")
+    _refused(_raw_post(lambda_api, terminate, {}), "instance_ids", "required")
+    assert inst["status"] == "active"
+    ok = _raw_post(lambda_api, terminate, {"instance_ids": [inst["id"]]})
+    assert ok.status_code == 200, ok.text
 
 
 def _rented_box(store, lambda_api, *, filesystem: str | None = None) -> Box:

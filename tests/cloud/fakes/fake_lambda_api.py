@@ -27,6 +27,11 @@ RGT_CLOUD_RATE_SCALE). Instance status enum (the API spec's InstanceStatus): boo
 unhealthy, terminating, terminated, preempted. Filesystem constraints:
 docs.lambda.ai/public-cloud/filesystems (region-locked, attach at launch only).
 
+Request bodies of the POSTs served here are checked against Lambda's published request schemas
+(LAUNCH_SCHEMA, TERMINATE_SCHEMA below, each citing its source): a missing required field, a
+wrong type, a limit broken (name > 64, hostname pattern, tag lengths) or an unknown field is a
+400 global/invalid-parameters.
+
 Honest on purpose: it rejects what the real API rejects, so the client cannot pass by sending
 something the real service would refuse.
 """
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import re
 import time
 from typing import Any
 
@@ -42,6 +48,99 @@ from fake_http import FakeApi, Request
 
 REGIONS = {"us-east-1": "Virginia, USA", "us-west-1": "California, USA",
            "us-south-1": "Texas, USA"}
+
+
+# Request schemas --------------------------------------------------------------------------------
+# Source: Lambda's published OpenAPI spec, https://cloud.lambda.ai/api/v1/openapi.json, as carried
+# (converted to JSON Schema per operation) by the generated MCP client in github.com/wegotdocs/
+# open-mcp, servers/lambda-ai/src/tools/<operation>/schema-json/root.json (launchinstance at commit
+# d9b4715c32dccbb48ea3fdbe7c39331cb301028e, terminateinstance at 78a1f694fb47061fa1741fcb4cde706c).
+# `quantity` is not in that (current) spec; it is in the older published spec v1.4.0
+# (openapi-generator client model LaunchInstanceRequest: "quantity | int | Number of instances to
+# launch | [optional] [default to 1]"), and Lambda's own docs example body sends it, so it is kept.
+# Unknown fields: neither spec states `additionalProperties: false` for these bodies; the fake
+# refuses any field the spec does not name anyway (stricter than documented, on purpose: a
+# misspelt field the real API might ignore silently must fail here, loudly).
+_STR: dict[str, Any] = {"type": "string"}
+_STR_LIST: dict[str, Any] = {"type": "array", "items": _STR}
+
+LAUNCH_SCHEMA: dict[str, Any] = {  # POST /instance-operations/launch (operationId launchInstance)
+    "type": "object",
+    "required": ["region_name", "instance_type_name", "ssh_key_names"],
+    "additionalProperties": False,  # not in the spec: see above
+    "properties": {
+        "region_name": _STR,  # spec: string enum of region names (REGIONS below is a subset)
+        "instance_type_name": _STR,
+        "ssh_key_names": _STR_LIST,  # "Currently, exactly one SSH key must be specified."
+        "file_system_names": _STR_LIST,  # "you can attach only one filesystem" (default [])
+        "hostname": {"type": "string", "minLength": 1, "maxLength": 63,
+                     "pattern": r"^[a-z0-9][0-9a-z-]{0,62}$"},
+        "name": {"type": "string", "minLength": 0, "maxLength": 64},
+        "image": {"anyOf": [
+            {"type": "object", "required": ["id"], "additionalProperties": False,
+             "properties": {"id": _STR}},
+            {"type": "object", "required": ["family"], "additionalProperties": False,
+             "properties": {"family": _STR}}]},
+        # the spec's description: "plain text and cannot exceed 1MB" (no schema keyword for it)
+        "user_data": {"type": "string", "maxBytes": 1_000_000},
+        "tags": {"type": "array", "items": {
+            "type": "object", "required": ["key", "value"], "additionalProperties": False,
+            "properties": {"key": {"type": "string", "maxLength": 55,
+                                   "pattern": r"^[a-z][a-z0-9-:]+$"},
+                           "value": {"type": "string", "maxLength": 128}}}},
+        "quantity": {"type": "integer"},  # spec v1.4.0 only (see above)
+    },
+}
+
+TERMINATE_SCHEMA: dict[str, Any] = {  # POST /instance-operations/terminate (terminateInstance)
+    "type": "object",
+    "required": ["instance_ids"],
+    "additionalProperties": False,  # not in the spec: see above
+    "properties": {"instance_ids": _STR_LIST},
+}
+
+_TYPES: dict[str, Any] = {"string": str, "array": list, "object": dict, "integer": int}
+
+
+def schema_errors(value: Any, schema: dict[str, Any], where: str = "body") -> list[str]:
+    """The JSON Schema subset the schemas above use: type, required, properties,
+    additionalProperties, items, minLength, maxLength, pattern, anyOf (plus maxBytes)."""
+    if "anyOf" in schema:
+        tries = [schema_errors(value, s, where) for s in schema["anyOf"]]
+        return [] if any(not t for t in tries) else [f"{where}: matches none of the allowed "
+                                                      f"shapes ({'; '.join(tries[0])})"]
+    want = schema.get("type")
+    if want and (not isinstance(value, _TYPES[want]) or isinstance(value, bool)):
+        return [f"{where}: expected {want}, got {type(value).__name__}"]
+    errors: list[str] = []
+    if want == "object":
+        props = schema.get("properties", {})
+        errors += [f"{where}.{k}: required" for k in schema.get("required", []) if k not in value]
+        if schema.get("additionalProperties", True) is False:
+            errors += [f"{where}.{k}: unknown field" for k in value if k not in props]
+        for k, sub in props.items():
+            if k in value:
+                errors += schema_errors(value[k], sub, f"{where}.{k}")
+    elif want == "array":
+        for i, item in enumerate(value):
+            errors += schema_errors(item, schema.get("items", {}), f"{where}[{i}]")
+    elif want == "string":
+        if len(value) < schema.get("minLength", 0):
+            errors.append(f"{where}: shorter than {schema['minLength']} characters")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            errors.append(f"{where}: must be at most {schema['maxLength']} characters")
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            errors.append(f"{where}: does not match {schema['pattern']}")
+        if "maxBytes" in schema and len(value.encode()) > schema["maxBytes"]:
+            errors.append(f"{where}: larger than {schema['maxBytes']} bytes")
+    return errors
+
+
+def _invalid(body: Any, schema: dict[str, Any]) -> tuple[int, Any] | None:
+    errors = schema_errors(body, schema)
+    if errors:
+        return _err(400, "global/invalid-parameters", "Invalid request body: " + "; ".join(errors))
+    return None
 
 
 def _err(status: int, code: str, message: str, suggestion: str = "") -> tuple[int, Any]:
@@ -167,6 +266,9 @@ class FakeLambda(FakeApi):
         return 200, {"data": data}
 
     def _launch(self, body: dict[str, Any]) -> tuple[int, Any]:
+        # schema: LAUNCH_SCHEMA (Lambda OpenAPI launchInstance request body, cited above)
+        if (refused := _invalid(body, LAUNCH_SCHEMA)) is not None:
+            return refused
         region, itype = body.get("region_name"), body.get("instance_type_name")
         if region not in REGIONS:
             return _err(400, "global/invalid-parameters", f"Invalid region name {region!r}")
@@ -177,8 +279,6 @@ class FakeLambda(FakeApi):
             return _err(400, "global/invalid-parameters", "Exactly one SSH key name is required")
         if keys[0] not in {k["name"] for k in self.ssh_keys}:
             return _err(400, "global/invalid-parameters", f"SSH key {keys[0]!r} does not exist")
-        if len(body.get("name") or "") > 64:  # the launch schema: name maxLength 64
-            return _err(400, "global/invalid-parameters", "name must be at most 64 characters")
         if body.get("quantity", 1) != 1:
             return _err(400, "global/invalid-parameters", "quantity must be 1 here")
         fs_names = body.get("file_system_names") or []
@@ -220,6 +320,9 @@ class FakeLambda(FakeApi):
         return 200, {"data": self._public(inst)}
 
     def _terminate(self, body: dict[str, Any]) -> tuple[int, Any]:
+        # schema: TERMINATE_SCHEMA (Lambda OpenAPI terminateInstance request body, cited above)
+        if (refused := _invalid(body, TERMINATE_SCHEMA)) is not None:
+            return refused
         ids = body.get("instance_ids")
         if not isinstance(ids, list) or not ids:
             return _err(400, "global/invalid-parameters", "instance_ids is required")
