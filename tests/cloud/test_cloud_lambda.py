@@ -32,7 +32,7 @@ def test_launches_the_moment_capacity_appears(lambda_api, store, sshd_server, tm
     (launch,) = lambda_api.calls("POST", "/instance-operations/launch")
     assert launch.body == {"region_name": "us-west-1", "instance_type_name": "gpu_1x_h100_pcie",
                            "ssh_key_names": ["laptop"], "file_system_names": ["ckpts"],
-                           "quantity": 1, "name": "lam"}
+                           "name": "lam"}  # only fields Lambda's current spec names
     assert box.state == "up" and box.profile == "lambda"
     assert box.connection["host"] == "127.0.0.1"  # read from GET /instances/{id} (LAM10)
     assert box.extra["instance_id"] == "inst-0001"

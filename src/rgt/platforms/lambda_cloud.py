@@ -273,7 +273,7 @@ def lambda_up(store: Store, name: str, gpu: str = "H100:1", region: str | None =
             body = {"region_name": where, "instance_type_name": itype.name,
                     "ssh_key_names": [key_name],
                     "file_system_names": [fs["name"]] if fs else [],
-                    "quantity": 1, "name": name}
+                    "name": name}  # no `quantity`: the current spec has none (one is made)
             adopted = False
             try:
                 instance_id = api.post(LAUNCH, body, idempotent=False)["data"]["instance_ids"][0]
