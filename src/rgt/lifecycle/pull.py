@@ -16,6 +16,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import os
 import posixpath
 import shlex
 import shutil
@@ -363,10 +364,12 @@ def _hash_fd(fd: int, buf: bytearray) -> tuple[int, str]:
     h = hashlib.sha256()
     view = memoryview(buf)
     size = 0
-    with open(fd, "rb", buffering=0, closefd=True) as f:
-        while n := f.readinto(buf):
+    try:  # readv into the one buffer: no file object, no allocation per file
+        while n := os.readv(fd, (buf,)):
             h.update(view[:n])
             size += n
+    finally:
+        os.close(fd)
     return size, h.hexdigest()
 
 

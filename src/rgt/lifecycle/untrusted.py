@@ -48,6 +48,8 @@ MAX_PART = 255  # NAME_MAX (bytes) on Linux and macOS
 MAX_LINE = 2 * MAX_PATH + 512  # one manifest entry, JSON-encoded with room for escapes
 MANIFEST_VERSION = 2
 SHA256 = re.compile(r"[0-9a-f]{64}")
+_DRIVE = re.compile(r"[A-Za-z]:[\\/]")
+_DECODE = json.JSONDecoder().decode
 STATUSES = frozenset({
     "starting", "running", "paused", "resuming", "succeeded", "failed", "cancelled",
     "preempted", "stopped", "vanished", "sync-failed", "pending", "queued", "unknown"})
@@ -61,12 +63,13 @@ def unsafe_path(rel: Any) -> str | None:
         return "contains a NUL byte"
     if len(rel) > MAX_PATH:
         return f"longer than {MAX_PATH} characters"
-    if rel.startswith("/") or re.match(r"[A-Za-z]:[\\/]", rel):
+    if rel.startswith("/") or _DRIVE.match(rel):
         return "an absolute path"
     for part in rel.split("/"):
         if part in ("", ".", ".."):
             return "has a '..', '.' or empty part: it could leave the pull directory"
-        if len(part.encode("utf-8", "surrogatepass")) > MAX_PART:
+        # a code point is at most 4 bytes in UTF-8: only a long part needs encoding
+        if len(part) > MAX_PART // 4 and len(part.encode("utf-8", "surrogatepass")) > MAX_PART:
             return f"has a part longer than {MAX_PART} bytes"
     return None
 
@@ -178,8 +181,8 @@ class Manifest:
 def _record(raw: bytes, number: int) -> dict | str:
     if len(raw) > MAX_LINE:
         return f"manifest line {number}: longer than {MAX_LINE} bytes"
-    try:
-        value = json.loads(raw)
+    try:  # rgt's manifests are UTF-8 (ASCII, in fact): no encoding sniffing per line
+        value = _DECODE(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
         return f"manifest line {number}: not JSON"
     return value if isinstance(value, dict) else f"manifest line {number}: not an object"
