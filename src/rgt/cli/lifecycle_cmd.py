@@ -290,8 +290,9 @@ def watch(
     elif until_done:
         watch_mod.wait_until_done(store, box, run, timeout_s=timeout, **patience)
     summary = watch_mod.refresh(store, box, run)
-    if summary["status"] in RESUMABLE and (newest := watch_mod.newest_checkpoint(box, run)):
-        summary["resume_from"] = newest
+    newest = summary.get("last_checkpoint")  # the probe listed the home: no second look
+    if summary["status"] in RESUMABLE and newest and run.spec.get("ckpt_home"):
+        summary["resume_from"] = f"{run.spec['ckpt_home']}/{newest['name']}"
     if as_json:
         print_json("watch", box=box.name, run={"id": run.id, **summary})
     else:

@@ -143,24 +143,6 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def newest_checkpoint(box: Box, run: Run) -> str | None:
-    """The newest entry of the run's checkpoint home (what a resumed attempt starts from),
-    with its age; None when the home is empty or the box does not answer. Only shown."""
-    home = run.spec.get("ckpt_home")
-    if not home or box.state != "up":
-        return None
-    transport = transport_for(box)
-    try:
-        result = transport.run(f"cd {shlex.quote(home)} 2>/dev/null && ls -t | head -n 1",
-                               check=False, timeout=30)
-    except UserError:
-        return None
-    finally:
-        transport.close()
-    name = result.stdout.strip()
-    return f"{home}/{name}" if result.ok and name else None
-
-
 def warnings(summary: dict[str, Any]) -> list[str]:
     notes = list(summary.get("probe_warnings") or [])
     if summary["status"] == "succeeded" and (summary["duration"] or 1e9) < FAST_FINISH_S:
