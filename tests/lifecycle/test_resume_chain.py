@@ -252,3 +252,12 @@ def test_checkpoint_dir_inside_the_code_copy_is_refused(cli, tmp_path):
     run_id = start(cli, "box", spec)
     until_done(cli, "box", run_id)
     assert (absolute / "state.txt").read_text() == "x\n"
+
+
+def test_resume_on_its_own_box_is_a_same_box_resume(cli, tmp_path):
+    up(cli, "box")
+    run_id = start(cli, "box", write_job(tmp_path / "job", run="exit 3"))
+    until_done(cli, "box", run_id, ok=False)
+    again = cli("resume", "box", run_id, "--on", "box")  # nothing to carry: no carry attempted
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "carried" not in again.stdout and "started attempt 2" in again.stdout

@@ -39,7 +39,7 @@ def resume(store: Store, box_name: str, run_id: str | None, *, on: str | None = 
     if later is not None:
         raise UserError(f"run {run.id} was already resumed by {later.id} (on {later.box}); "
                         f"resume the chain's last attempt: rgt resume {later.box} {later.id}")
-    target = store.box(on) if on else box
+    target = store.box(on) if on and on != box.name else box  # --on its own box: stay
     status = _status(store, box, run, moving=target is not box)
     if status in LIVE:
         raise UserError(f"run {run.id} is still {status}; watch it with `rgt watch {box.name} "
