@@ -141,3 +141,22 @@ def test_vastai_stop_keeps_billing_the_disk(profiles):
     assert any("disk" in b.what.lower() or "storage" in b.what.lower()
                for b in stop.keeps_billing)
     assert profiles["vastai"].meter_stop.name == "destroy"
+
+
+def test_a_china_mirror_is_set_only_where_the_box_sits_behind_the_gfw(profiles):
+    """hf-mirror.com is AutoDL's (seed 001 §3); a generic box gets no mirror on every job."""
+    for profile in profiles.values():
+        endpoint = profile.network.mirror_env.get("HF_ENDPOINT", "")
+        if "mirror" in endpoint or endpoint.endswith(".cn"):
+            assert profile.facts.china_mirror_needed is True, profile.name
+    assert "HF_ENDPOINT" not in profiles["generic-ssh"].network.mirror_env
+
+
+def test_kubernetes_deleting_the_job_leaves_the_node_billing(profiles):
+    """Seed 004, Kubernetes: 'delete ≠ scale-down — the node release is the real cost lever'."""
+    k8s = profiles["kubernetes"]
+    assert k8s.meter_stop.name == "scale-down-node-pool"
+    for name in ("delete-job", "job-end", "active-deadline"):
+        action = k8s.action(name)
+        assert action is not None and not action.stops_compute_meter, name
+        assert any("node" in b.what.lower() for b in action.keeps_billing), name
