@@ -31,6 +31,6 @@ def test_a_failing_demo_tears_its_box_down_and_says_where_it_stopped(cli, tmp_pa
     assert "stopped at step 'watch'" in result.stderr and "was torn down" in result.stderr
     assert "Traceback" not in result.stderr
     listing = cli.ok("ls").stdout
-    assert "No boxes yet" in listing  # nothing left up
+    assert "No box is up" in listing  # nothing left up (the torn-down one is listed by --all)
     logs = list((cli.home / "demo").glob("*/failed-run.log"))
     assert logs and "simulated broken environment" in logs[0].read_text()

@@ -13,10 +13,12 @@ from rich.text import Text
 
 from rgt import hostos
 from rgt.cli.console import err_console
+from rgt.cli.verbs import LazyVerbs
 from rgt.errors import UserError
 
 app = typer.Typer(
     name="rgt",
+    cls=LazyVerbs,  # lists every verb; imports a verb's module only when it runs (verbs.py)
     help="Remote GPU trainer: one lifecycle for rented GPUs, with the teardown Iron Law enforced.",
     no_args_is_help=True,
     add_completion=False,
@@ -39,17 +41,6 @@ def _options(
                                  help="Print rgt's version and exit."),
 ) -> None:
     """Remote GPU trainer: one lifecycle for rented GPUs, with the teardown Iron Law enforced."""
-
-
-def _register() -> None:
-    # Imported here so each command module can `from rgt.cli import app` without a cycle.
-    from rgt.cli import cloud_cmd, demo_cmd, lifecycle_cmd, profiles_cmd, runs_cmd  # noqa: F401
-    from rgt.cli.ckpt_cmd import ckpt_app
-
-    app.add_typer(ckpt_app, name="ckpt")
-
-
-_register()
 
 
 def main() -> None:

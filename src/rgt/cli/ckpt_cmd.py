@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rgt.ckpt import CheckpointNotFoundError, formats
+from rgt.cli import app
 from rgt.cli.console import console, duration
 
 ckpt_app = typer.Typer(
@@ -24,6 +25,7 @@ ckpt_app = typer.Typer(
          "torch.distributed.checkpoint): list them, verify one.",
     no_args_is_help=True,
 )
+app.add_typer(ckpt_app, name="ckpt")
 
 
 @ckpt_app.command("ls")

@@ -1,4 +1,4 @@
-"""The lifecycle verbs: up, audit, smoke, run, watch, logs, pull, down, ls."""
+"""The lifecycle verbs: up, audit, smoke, run, watch, logs, pull, down (`ls` is ls_cmd.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from rgt.cli import cloud_cmd as cloud
 from rgt.cli.console import console, duration, err_console, print_json, print_registered
 from rgt.errors import UserError
 from rgt.lifecycle import audit as audit_mod
-from rgt.lifecycle import boxes, launch, money, progress, save_hints
+from rgt.lifecycle import boxes, launch, progress, save_hints
 from rgt.lifecycle import down as down_mod
 from rgt.lifecycle import pull as pull_mod
 from rgt.lifecycle import smoke as smoke_mod
@@ -26,6 +26,7 @@ from rgt.lifecycle import watch as watch_mod
 from rgt.lifecycle.resume import RESUMABLE
 from rgt.platforms import platform_for
 from rgt.profiles import load_profile
+from rgt.remote.register import check_dir_flags
 from rgt.spec import load_spec
 from rgt.store import LIVE, Store, check_box_name
 
@@ -70,7 +71,7 @@ def up(
     check_box_name(name)  # before anything is rented or created on its behalf
     if rate is not None and not math.isfinite(rate):  # typer's min=0 lets inf and nan through
         raise UserError(f"--rate must be a number of USD per hour, not {rate}")
-    boxes.check_dir_flags(data_dir, durable_dir)
+    check_dir_flags(data_dir, durable_dir)
     store = Store()
     rental = cloud.Rental(gpu=gpu, region=region, filesystem=filesystem, ssh_key=ssh_key,
                           wait=wait, offer=offer, image=image, disk=disk, bid=bid,
@@ -221,7 +222,7 @@ def run_cmd(
     if dry_run:
         box = store.box(name)
         platform = platform_for(box.profile)
-        if platform is None or not hasattr(platform, "render"):
+        if not hasattr(platform, "render"):
             raise UserError(f"--dry-run shows a scheduler's batch script; {box.profile} boxes "
                             "run the job under the on-box runner as written in the spec")
         dependency = platform.dependency_on(store.run(box.name, after)) if after else None
@@ -450,54 +451,3 @@ def down(
     console.print(f"[green]✓[/] {name} is down: {escape(outcome)}")
     for billing in store.box(name).extra.get("still_billing") or []:
         console.print(f"[yellow]still billing:[/] {escape(billing)}")
-
-
-@app.command("ls")
-def ls_cmd(
-    all_boxes: Annotated[bool, typer.Option("--all", "-a", help="Include boxes that are down.")
-                         ] = False,
-    idle_after: Annotated[float, typer.Option(help="Warn when a box has been idle this many "
-                                                   "minutes (GEN1).")
-                          ] = money.IDLE_WARNING_S / 60,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout "
-                                                         "(README: JSON output).")] = False,
-) -> None:
-    """Every box: state, up-time, money spent, live runs, and the clocks that are running.
-
-    On Slurm the meter is walltime, so `spent` shows the walltime the runs used (as of the
-    last watch) instead of dollars.
-    """
-    store = Store()
-    table = Table(title="Boxes", title_justify="left")
-    for column in ("box", "profile", "instance", "state", "up", "spent", "runs", "warnings"):
-        table.add_column(column, overflow="fold")
-    shown = []
-    for line in money.box_lines(store):
-        if line.box.state == "down" and not all_boxes and not line.still_billing:
-            continue
-        shown.append(line)
-        if as_json:
-            continue
-        warnings = [escape(c) for c in line.clocks]
-        if line.idle_s is not None and line.idle_s > idle_after * 60:
-            warnings.insert(0, f"[bold red]idle {duration(line.idle_s)} with no live run (GEN1)[/]")
-        warnings += [f"[yellow]still billing: {escape(b)}[/]" for b in line.still_billing]
-        spent = f"${line.spent:.2f}" if line.spent is not None else "-"
-        if line.walltime_s is not None:
-            spent = f"{duration(line.walltime_s)} walltime"
-        instance = str(line.box.extra.get("instance_id") or "-")
-        table.add_row(line.box.name, line.box.profile, escape(instance), line.box.state,
-                      duration(line.uptime_s), spent, str(line.live_runs), "\n".join(warnings))
-    if as_json:
-        print_json("ls", boxes=[{
-            "name": ln.box.name, "profile": ln.box.profile, "state": ln.box.state,
-            "instance": ln.box.extra.get("instance_id"), "uptime_s": ln.uptime_s,
-            "spent_usd": ln.spent, "walltime_s": ln.walltime_s, "live_runs": ln.live_runs,
-            "idle_s": ln.idle_s, "clocks": ln.clocks, "still_billing": ln.still_billing}
-            for ln in shown])
-        return
-    if not table.rows:
-        console.print("No boxes yet. Try [bold]rgt demo[/], or register one with [bold]rgt up[/].")
-        return
-    console.print(table)
-

@@ -1,0 +1,110 @@
+"""`rgt ls`: every box, what it has cost and what still costs — readable in an 80-column terminal.
+
+Each box is one line of facts (name, profile, state, up-time, money, live runs) and at most two
+lines of notes under it, each cut to the terminal's width: the notes that cost money first
+(idle with no run, still billing after teardown), then the platform's first danger clock
+(`rgt profile show P` has them whole, `--json` has every note uncut). Names are never cut.
+Imports only the store and the money module: `rgt ls` is what people type most.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.text import Text
+
+from rgt.cli import app
+from rgt.cli.console import console, duration, print_json
+from rgt.store import Store
+
+NOTE_LINES = 2  # under the box's own line: three lines per box at most
+IDLE_AFTER_MIN = 30  # GEN1: the forgotten box (money.IDLE_WARNING_S, not imported for --help)
+
+
+@app.command("ls")
+def ls_cmd(
+    all_boxes: Annotated[bool, typer.Option("--all", "-a", help="Include boxes that are down.")
+                         ] = False,
+    idle_after: Annotated[float, typer.Option(help="Warn when a box has been idle this many "
+                                                   "minutes (GEN1).")] = IDLE_AFTER_MIN,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout "
+                                                         "(README: JSON output).")] = False,
+) -> None:
+    """Every box: state, up-time, money spent, live runs, and the clocks that are running.
+
+    On Slurm the meter is walltime, so `spent` shows the walltime the runs used (as of the
+    last watch) instead of dollars. Boxes that are down are left out unless --all, or unless
+    something of theirs still bills.
+    """
+    store = Store()
+    lines = []
+    if store.boxes():  # pricing a box reads its profile (pydantic): only when there is one
+        from rgt.lifecycle import money
+
+        lines = money.box_lines(store)
+    shown = [ln for ln in lines if all_boxes or ln.box.state != "down" or ln.still_billing]
+    if as_json:
+        print_json("ls", boxes=[{
+            "name": ln.box.name, "profile": ln.box.profile, "state": ln.box.state,
+            "instance": ln.box.extra.get("instance_id"), "uptime_s": ln.uptime_s,
+            "spent_usd": ln.spent, "walltime_s": ln.walltime_s, "live_runs": ln.live_runs,
+            "idle_s": ln.idle_s, "clocks": ln.clocks, "still_billing": ln.still_billing}
+            for ln in shown])
+        return
+    hidden = len(lines) - len(shown)
+    if not shown:
+        console.print("No boxes yet. Try [bold]rgt demo[/], or register one with [bold]rgt up[/]."
+                      if not lines else f"No box is up ({hidden} down: [bold]rgt ls --all[/] "
+                                        "lists them).")
+        return
+    _print_table(shown, idle_after)
+    if hidden:
+        console.print(f"[dim]{hidden} down, not shown: rgt ls --all[/]")
+
+
+def _print_table(shown: list, idle_after_min: float) -> None:
+    header = ["BOX", "PROFILE", "STATE", "UP", "SPENT", "RUNS"]
+    rows = []
+    for ln in shown:
+        spent = f"${ln.spent:.2f}" if ln.spent is not None else "-"
+        if ln.walltime_s is not None:
+            spent = f"{duration(ln.walltime_s)} walltime"
+        rows.append([ln.box.name, ln.box.profile, ln.box.state, duration(ln.uptime_s), spent,
+                     str(ln.live_runs)])
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    # A box name too long for the row to fit gets a line of its own (and one note line less).
+    limit = console.width - sum(widths[1:]) - 2 * len(widths[1:])
+    widths[0] = max([3] + [len(row[0]) for row in rows if len(row[0]) <= limit])
+    instances = [str(ln.box.extra.get("instance_id") or "-") for ln in shown]
+    with_instance = any(i != "-" for i in instances)
+    _print_row(header, widths, "INSTANCE" if with_instance else None, style="bold")
+    for ln, row, instance in zip(shown, rows, instances, strict=True):
+        budget = NOTE_LINES
+        if len(row[0]) > widths[0]:
+            console.print(Text(row[0]), highlight=False)
+            row[0], budget = "", budget - 1
+        _print_row(row, widths, instance if with_instance else None)
+        for note in _notes(ln, idle_after_min)[:budget]:
+            console.print(Text.from_markup("  " + note), no_wrap=True, overflow="ellipsis",
+                          crop=True, highlight=False)
+
+
+def _print_row(cells: list[str], widths: list[int], instance: str | None,
+               style: str = "") -> None:
+    line = "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
+    room = console.width - len(line) - 2
+    if instance is not None and room >= 3:  # an id, not a name: the one field cut to fit
+        line += "  " + (instance if len(instance) <= room else instance[:room - 1] + "…")
+    console.print(Text(line.rstrip(), style=style), highlight=False)
+
+
+def _notes(ln, idle_after_min: float) -> list[str]:
+    """What the user should know about the box, the ones that cost money first (markup)."""
+    notes = []
+    if ln.idle_s is not None and ln.idle_s > idle_after_min * 60:
+        notes.append(f"[bold red]idle {duration(ln.idle_s)} with no live run (GEN1)[/]")
+    notes += [f"[yellow]still billing: {escape(b)}[/]" for b in ln.still_billing]
+    notes += [f"[yellow]⚠[/] {escape(c)}" for c in ln.clocks]
+    return notes

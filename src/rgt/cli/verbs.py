@@ -1,0 +1,110 @@
+"""rgt's verbs, listed without importing them.
+
+`rgt --help` and `rgt ls` should answer at once. Importing every verb's module first would pull
+in pydantic, httpx, PyYAML and the whole lifecycle (~0.3 s here) only to print a list or a
+table. So the top-level command table is written out below — each verb's name, the module that
+defines it and the first paragraph of its help — and a verb's module is imported only when that
+verb runs or its own `--help` is asked for. tests/test_cli_startup.py holds this table to the
+modules (same names, help and hidden flags) and checks what `--help` and `ls` import.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from typer.core import TyperCommand, TyperGroup
+
+
+@dataclass(frozen=True)
+class Verb:
+    name: str
+    module: str  # the module whose import registers it on `rgt.cli.app`
+    help: str  # the first paragraph of its docstring (or its sub-app's help)
+    hidden: bool = False
+
+
+_CLI = "rgt.cli."
+# In the order a newcomer meets them: the lifecycle first, then the platform data.
+VERBS: tuple[Verb, ...] = (
+    Verb("demo", _CLI + "demo_cmd",
+         "Run the whole lifecycle on this machine: up → run → watch → pull → verify → down."),
+    Verb("up", _CLI + "lifecycle_cmd",
+         "Register a box you rented (--ssh/--host) or this machine, and check that it answers."),
+    Verb("audit", _CLI + "lifecycle_cmd",
+         "Measure the box (disks, inodes, memory, GPUs, Python/torch, tools) and judge it."),
+    Verb("smoke", _CLI + "lifecycle_cmd",
+         "Run the job's smoke command here on the CPU before renting (fails on traceback)."),
+    Verb("run", _CLI + "lifecycle_cmd",
+         "Push the workdir, send secrets on stdin, start the job detached, and follow its log."),
+    Verb("watch", _CLI + "lifecycle_cmd",
+         "The run's real state: reconciled with its process, heartbeat, disks, latest metrics."),
+    Verb("logs", _CLI + "lifecycle_cmd", "Print the run's log (stdout and stderr, unbuffered)."),
+    Verb("pull", _CLI + "lifecycle_cmd",
+         "Fetch the run's outputs and checkpoints, re-hash them here, load every checkpoint."),
+    Verb("down", _CLI + "lifecycle_cmd",
+         "Stop the meter — only after every run is pulled and verified (the Iron Law)."),
+    Verb("ls", _CLI + "ls_cmd",
+         "Every box: state, up-time, money spent, live runs, and the clocks that are running."),
+    Verb("runs", _CLI + "runs_cmd",
+         "Every run: status (live runs asked afresh), attempt chain, age, whether it was "
+         "pulled."),
+    Verb("resume", _CLI + "runs_cmd",
+         "Relaunch a failed, cancelled, preempted or vanished run from its job's checkpoints."),
+    Verb("cancel", _CLI + "runs_cmd",
+         "Stop a live run: SIGTERM so the trainer checkpoints, SIGKILL after the grace."),
+    Verb("offers", _CLI + "cloud_cmd",
+         "vast.ai offers with safe filters on (verified, rentable, direct SSH, reliable)."),
+    Verb("cloud-status", _CLI + "cloud_cmd",
+         "What the platform's API says about a rented box's instance, and what it means."),
+    Verb("rent", _CLI + "cloud_cmd",
+         "Old spelling of `rgt up NAME --profile lambda|vastai ...` (rents through the API).",
+         hidden=True),
+    Verb("profiles", _CLI + "profiles_cmd",
+         "List every platform profile: what stops the meter, and what that costs you."),
+    Verb("profile", _CLI + "profiles_cmd", "One platform profile in full."),
+    Verb("gotcha", _CLI + "profiles_cmd",
+         "Explain one gotcha by id, or `rgt gotcha search TEXT` to match a pasted error line."),
+    Verb("compare", _CLI + "profiles_cmd",
+         "Two platforms side by side: what each action stops, keeps, and keeps billing."),
+    Verb("ckpt", _CLI + "ckpt_cmd",
+         "Inspect checkpoints (rgt.ckpt, torch, Lightning, safetensors, HF checkpoint-N, "
+         "torch.distributed.checkpoint): list them, verify one."),
+)
+BY_NAME = {verb.name: verb for verb in VERBS}
+
+
+class _Listed(TyperCommand):
+    """A verb as `rgt --help` lists it: name and help only, its module not imported yet."""
+
+
+class LazyVerbs(TyperGroup):
+    """The top-level `rgt` group: every verb of VERBS is listed, and is real once resolved."""
+
+    def __init__(self, *, commands: dict[str, Any] | None = None, **attrs: Any) -> None:
+        # Verbs already imported (a test that imported a module, a verb loaded earlier) are
+        # used as they are; the rest stand in as listings. Table order, then any others.
+        loaded = dict(commands or {})
+        ordered = {v.name: loaded.pop(v.name, None)
+                   or _Listed(name=v.name, help=v.help, hidden=v.hidden) for v in VERBS}
+        super().__init__(commands={**ordered, **loaded}, **attrs)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[Any, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if isinstance(command, _Listed):
+            command = self.commands[name] = load(name)
+        return name, command, rest
+
+
+def load(name: str) -> Any:
+    """Import the verb's module and build its real command (a group for `profile`, `ckpt`)."""
+    import typer.main
+
+    from rgt.cli import app
+
+    importlib.import_module(BY_NAME[name].module)
+    command = typer.main.get_group(app).commands.get(name)
+    if command is None or isinstance(command, _Listed):
+        raise RuntimeError(f"{BY_NAME[name].module} does not define the verb {name!r}")
+    return command
