@@ -15,6 +15,7 @@ from rgt.cli.console import console, print_json
 from rgt.errors import UserError
 from rgt.profiles import Profile, all_profiles, find_gotcha, load_profile, search_gotchas
 from rgt.profiles.schema import Gotcha, Survives
+from rgt.profiles.search import FUZZY, RULE
 
 # Section name (as the user types it) → the profile fields it renders.
 SECTIONS: dict[str, tuple[str, ...]] = {
@@ -295,6 +296,10 @@ def _render_sources(p: Profile) -> None:
 @app.command("gotcha", context_settings={"ignore_unknown_options": True})
 def gotcha(
     words: Annotated[list[str], typer.Argument(help="ID (e.g. AD4, U7), or: search TEXT")],
+    profile: Annotated[str | None, typer.Option(
+        "--profile", help="search: rank this platform's gotchas first (e.g. autodl)")] = None,
+    box: Annotated[str | None, typer.Option(
+        "--box", help="search: rank the gotchas of this registered box's platform first")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Explain one gotcha by id, or `rgt gotcha search TEXT` to match a pasted error line."""
@@ -302,8 +307,10 @@ def gotcha(
         text = " ".join(words[1:]).strip()
         if not text:
             raise UserError("give the error text to search for: rgt gotcha search 'No space left'")
-        _search(text, as_json)
+        _search(text, _platform_of(profile, box), as_json)
         return
+    if profile or box:
+        raise UserError("--profile/--box rank a search: rgt gotcha search TEXT --box NAME")
     if len(words) != 1:
         raise UserError("give one gotcha id (e.g. rgt gotcha AD4), or: rgt gotcha search TEXT")
     platform, found = find_gotcha(words[0])
@@ -334,20 +341,40 @@ def _render_gotcha(platform: str, g: Gotcha) -> None:
                         title_align="left", expand=False))
 
 
-def _search(text: str, as_json: bool) -> None:
-    hits = search_gotchas(text)
+def _platform_of(profile: str | None, box: str | None) -> str | None:
+    if profile and box:
+        raise UserError("give --profile or --box, not both")
+    if box:
+        from rgt.store import Store  # only a --box search needs the state database
+
+        return Store().box(box).profile
+    if profile:
+        load_profile(profile)  # an unknown name is one clear line, before any searching
+    return profile
+
+
+def _search(text: str, platform: str | None, as_json: bool) -> None:
+    hits = search_gotchas(text, platform)
     if as_json:
         _print_json([{"id": h.gotcha.id, "platform": h.platform, "why": h.why,
-                      "title": h.gotcha.title} for h in hits])
+                      "match": h.match, "title": h.gotcha.title} for h in hits])
+        if not hits:
+            raise typer.Exit(1)
         return
     if not hits:
         console.print("No gotcha matches that text. Try fewer words, or the exact error line.")
         raise typer.Exit(1)
-    table = Table(title=f"Gotchas matching {escape(repr(text))}", title_justify="left")
+    fuzzy = hits[0].why == FUZZY
+    title = (f"No rule matched {escape(repr(text))}; gotchas whose words come close (a guess)"
+             if fuzzy else f"Gotchas matching {escape(repr(text))}")
+    if platform:
+        title += f" — {escape(platform)} first"
+    table = Table(title=title, title_justify="left")
     for column in ("id", "platform", "matched by", "title"):
         table.add_column(column, overflow="fold")
     for h in hits:
-        table.add_row(h.gotcha.id, h.platform, h.why, escape(h.gotcha.title))
+        why = f"{h.why}: {h.match}" if h.why == RULE else h.why
+        table.add_row(h.gotcha.id, h.platform, escape(why), escape(h.gotcha.title))
     console.print(table)
     console.print("Full text: [bold]rgt gotcha ID[/]")
 

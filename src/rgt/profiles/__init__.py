@@ -6,14 +6,15 @@ from rgt.profiles.loader import (
     find_gotcha,
     load_profile,
     profile_names,
-    search_gotchas,
     universal_catalog,
 )
 from rgt.profiles.schema import Action, Gotcha, Profile, Tier
+from rgt.profiles.search import GotchaHit, search_gotchas
 
 __all__ = [
     "Action",
     "Gotcha",
+    "GotchaHit",
     "Profile",
     "ProfileError",
     "Tier",

@@ -8,9 +8,7 @@ naming the file and the first offending field, never a pydantic traceback.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -119,14 +117,7 @@ def universal_catalog() -> UniversalCatalog:
         raise _explain(path, err) from None
 
 
-@dataclass(frozen=True)
-class GotchaHit:
-    gotcha: Gotcha
-    platform: str  # profile name, or "universal"
-    why: str  # "detect pattern" or "symptom text"
-
-
-def _all_gotchas() -> Iterator[tuple[str, Gotcha]]:
+def all_gotchas() -> Iterator[tuple[str, Gotcha]]:
     """Universal gotchas first, then each profile's, loading a profile only when reached."""
     yield from (("universal", g) for g in universal_catalog().gotchas)
     for name, path in sorted(_profile_files().items()):
@@ -135,37 +126,10 @@ def _all_gotchas() -> Iterator[tuple[str, Gotcha]]:
 
 def find_gotcha(gotcha_id: str) -> tuple[str, Gotcha]:
     wanted = gotcha_id.strip().upper()
-    for platform, gotcha in _all_gotchas():
+    for platform, gotcha in all_gotchas():
         if gotcha.id.upper() == wanted:
             return platform, gotcha
     raise ProfileError(
         f"no gotcha {gotcha_id!r}; ids look like LAM5, AD-DANGER, VAST2, SLURM4, K8S1, U7 "
         "(try `rgt gotcha search TEXT`)"
     )
-
-
-_WORD = re.compile(r"[a-z0-9_./-]{3,}")
-
-
-def search_gotchas(text: str) -> list[GotchaHit]:
-    """Gotchas whose detection regexes match `text` first, then those sharing its words.
-
-    A pasted error line is matched against every `detect.patterns` regex (the precise signal);
-    failing that, gotchas whose symptom/title contain most of the line's words are offered.
-    """
-    exact: list[GotchaHit] = []
-    fuzzy: list[tuple[float, GotchaHit]] = []
-    words = set(_WORD.findall(text.lower()))
-    for platform, gotcha in _all_gotchas():
-        if gotcha.detect and gotcha.detect.patterns and gotcha.detect.matches(text):
-            exact.append(GotchaHit(gotcha, platform, "detect pattern"))
-            continue
-        if not words:
-            continue
-        haystack = f"{gotcha.title} {gotcha.symptom}".lower()
-        shared = sum(1 for word in words if word in haystack)
-        score = shared / len(words)
-        if score >= 0.6:
-            fuzzy.append((score, GotchaHit(gotcha, platform, "symptom text")))
-    fuzzy.sort(key=lambda pair: -pair[0])
-    return exact + [hit for _, hit in fuzzy]

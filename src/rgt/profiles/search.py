@@ -1,0 +1,142 @@
+"""Which gotchas explain a pasted error line.
+
+Two stages. First the rules: every gotcha's `detect.patterns` regexes are tried on the line; a
+hit is ranked by how much of the line the pattern explains (a longer match is the more specific
+rule: `CUDA out of memory` beats `out of memory`), and, when the user names the platform, by
+whether the gotcha belongs to it. Only when no rule fires does a fuzzy stage answer: it compares
+the line's distinctive words with each gotcha's title and symptom and offers the close ones,
+marked as guesses. Ordinary words of error messages ("error", "failed", "file") carry no weight
+there, so a line that merely looks like an error finds nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+
+from rgt.profiles.loader import all_gotchas, load_profile
+from rgt.profiles.schema import Gotcha
+
+RULE = "detect pattern"
+FUZZY = "fuzzy: title/symptom words"
+
+# How far ahead the user's platform puts its own gotchas: more than any length difference
+# between two rule matches on one line is worth, so a platform's own hit comes first.
+_PLATFORM_BONUS = 1000.0
+_UNIVERSAL_BONUS = 500.0  # the universal gotchas a platform's profile points at
+_OTHER_PLATFORM_PENALTY = -1000.0  # another platform's gotcha, when the platform is known
+
+_WORD = re.compile(r"[a-z][a-z0-9_+.-]{2,}")
+# Words of every error message; they say nothing about which one it is.
+_STOPWORDS = frozenset([
+    "the", "and", "for", "with", "from", "this", "that", "not", "are", "was", "were", "has",
+    "have", "had", "its", "into", "when", "then", "than", "but", "you", "your", "can",
+    "cannot", "could", "should", "would", "will", "may", "might", "does", "did", "done", "all",
+    "any", "one", "two", "error", "errors", "failed", "failure", "fail", "warning", "warn",
+    "info", "debug", "fatal", "exception", "raise", "raised", "traceback", "most", "recent",
+    "call", "last", "line", "file", "files", "module", "modules", "python", "import", "true",
+    "false", "available", "none", "null", "self", "object", "type", "value", "values",
+    "name", "names",
+    "unable", "found", "find", "use", "used", "using", "run", "running", "runs", "after",
+    "before", "while", "out", "get", "got", "set", "sets", "new", "old", "see", "check",
+    "please", "try", "again", "more", "less", "some", "other", "only", "also", "still", "just",
+    "time", "times", "code", "text", "data", "path", "paths", "like",
+])
+_FUZZY_MIN_SCORE = 0.45
+_FUZZY_MIN_SHARED = 2
+
+
+@dataclass(frozen=True)
+class GotchaHit:
+    gotcha: Gotcha
+    platform: str  # profile name, or "universal"
+    why: str  # RULE or FUZZY
+    match: str = ""  # the text the rule matched, or the shared words of a fuzzy answer
+    score: float = 0.0
+
+
+def search_gotchas(text: str, profile: str | None = None, limit: int | None = None
+                   ) -> list[GotchaHit]:
+    """Gotchas explaining `text`, best first; rule hits only, or fuzzy guesses when none fire.
+
+    `profile` (a platform name) ranks that platform's gotchas, and the universal ones its profile
+    points at, ahead of the rest; other platforms' hits stay in the list but sink below them.
+    """
+    refs = frozenset(load_profile(profile).universal_refs) if profile else frozenset()
+    hits = [hit for platform, gotcha in all_gotchas()
+            if (hit := _rule_hit(text, platform, gotcha, profile, refs)) is not None]
+    if not hits:
+        hits = _fuzzy_hits(text, profile)
+    hits.sort(key=lambda h: -h.score)
+    return hits[:limit] if limit else hits
+
+
+def _rule_hit(text: str, platform: str, gotcha: Gotcha, profile: str | None,
+              refs: frozenset[str]) -> GotchaHit | None:
+    if gotcha.detect is None:
+        return None
+    best = ""
+    for pattern in gotcha.detect.patterns:
+        found = re.search(pattern, text, re.IGNORECASE)
+        if found and len(found.group(0)) > len(best):
+            best = found.group(0) or " "
+    if not best:
+        return None
+    score = len(best.strip()) + _platform_weight(platform, gotcha.id, profile, refs)
+    return GotchaHit(gotcha, platform, RULE, best.strip(), score)
+
+
+def _platform_weight(platform: str, gotcha_id: str, profile: str | None,
+                     refs: frozenset[str]) -> float:
+    if profile is None:
+        return 0.5 if platform == "universal" else 0.0  # ties: the general story first
+    if platform == profile:
+        return _PLATFORM_BONUS
+    if platform == "universal":
+        return _UNIVERSAL_BONUS if gotcha_id in refs else _UNIVERSAL_BONUS / 2
+    return _OTHER_PLATFORM_PENALTY
+
+
+def _fuzzy_hits(text: str, profile: str | None) -> list[GotchaHit]:
+    words = set(_words(text))
+    if not words:
+        return []
+    weights = _idf()
+    hits = []
+    for platform, gotcha in all_gotchas():
+        if profile is not None and platform not in (profile, "universal"):
+            continue
+        haystack = set(_words(f"{gotcha.title} {gotcha.symptom}"))
+        shared = words & haystack
+        if len(shared) < _FUZZY_MIN_SHARED:
+            continue
+        score = sum(weights.get(w, _max_idf()) for w in shared) / sum(
+            weights.get(w, _max_idf()) for w in words)
+        if score >= _FUZZY_MIN_SCORE:
+            hits.append(GotchaHit(gotcha, platform, FUZZY, " ".join(sorted(shared)), score))
+    return hits
+
+
+def _words(text: str) -> Iterator[str]:
+    for word in _WORD.findall(text.lower()):
+        word = word.strip(".-_+")
+        if len(word) >= 3 and word not in _STOPWORDS and not word.isdigit():
+            yield word
+
+
+@cache
+def _idf() -> dict[str, float]:
+    """Inverse document frequency of each word over all gotchas' titles and symptoms: a word
+    every other gotcha mentions ("gpu", "box") says less than one only a few mention."""
+    documents = [set(_words(f"{g.title} {g.symptom}")) for _, g in all_gotchas()]
+    counts = Counter(word for doc in documents for word in doc)
+    return {word: math.log((1 + len(documents)) / (1 + n)) + 1 for word, n in counts.items()}
+
+
+def _max_idf() -> float:
+    """The weight of a word no gotcha uses: the rarest there is."""
+    return max(_idf().values(), default=1.0) + 1
