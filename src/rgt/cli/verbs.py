@@ -54,6 +54,8 @@ VERBS: tuple[Verb, ...] = (
          "Relaunch a failed, cancelled, preempted or vanished run from its job's checkpoints."),
     Verb("cancel", _CLI + "runs_cmd",
          "Stop a live run: SIGTERM so the trainer checkpoints, SIGKILL after the grace."),
+    Verb("doctor", _CLI + "doctor_cmd",
+         "Read the run's log and the box's probe and list the gotchas that apply, with evidence."),
     Verb("offers", _CLI + "cloud_cmd",
          "vast.ai offers with safe filters on (verified, rentable, direct SSH, reliable)."),
     Verb("cloud-status", _CLI + "cloud_cmd",
