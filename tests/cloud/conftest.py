@@ -1,4 +1,4 @@
-"""Fixtures for the cloud control-plane tests: fake Lambda / vast.ai APIs on 127.0.0.1, an
+"""Fixtures for the cloud control-plane tests: fake Lambda / vast.ai / RunPod APIs on 127.0.0.1, an
 isolated RGT_HOME, and (for the boxes that must answer SSH) the real sshd from tests/sshd.py."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))        # tests/: sshd.py, cli.py
 sys.path.insert(0, str(HERE / "fakes"))     # fake_http, fake_lambda_api, fake_vast_api
 
-from cloudkit import LAMBDA_KEY, VAST_KEY  # noqa: E402
+from cloudkit import LAMBDA_KEY, RUNPOD_KEY, VAST_KEY  # noqa: E402
 from fake_lambda_api import FakeLambda  # noqa: E402
+from fake_runpod_api import FakeRunPod  # noqa: E402
 from fake_vast_api import FakeVast  # noqa: E402
 from sshd import SshServer, sshd_keys, sshd_server  # noqa: E402, F401  (fixtures)
 
@@ -51,3 +52,14 @@ def vast_api(monkeypatch: pytest.MonkeyPatch, home: Path):
     monkeypatch.setenv("RGT_VAST_API_URL", fake.url)
     yield fake
     fake.stop()
+
+
+@pytest.fixture
+def runpod_api(monkeypatch: pytest.MonkeyPatch, home: Path):
+    fake = FakeRunPod(RUNPOD_KEY).start()
+    monkeypatch.setenv("RUNPOD_API_KEY", RUNPOD_KEY)
+    monkeypatch.setenv("RGT_RUNPOD_API_URL", fake.url)
+    yield fake
+    fake.stop()
+    for pod in fake.pods.values():  # the relays to sshd of pods a test left running
+        fake._close(pod)

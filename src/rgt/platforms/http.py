@@ -7,6 +7,7 @@ Why its own module: every API here fails the same few ways, and each way has one
   or in a log line (`scrub` removes it from anything we echo back).
 - 401/403 means the key is missing or wrong: say which environment variable to fix — unless the
   API names another cause (Lambda's 403 `global/account-inactive`), which is then said instead.
+  RunPod answers 403 to a valid key without a permission (`key_refused=(401,)`): its refusal.
 - 429 and 5xx are the control plane's problem, not the user's: retry with jittered exponential
   backoff (honouring `Retry-After`), a bounded number of times, then say what failed with the
   API's own text (vast.ai's 429 carries it in `detail`). Not vast.ai's 429
@@ -101,9 +102,13 @@ class ApiClient:
                  auth: str = "bearer", policy: RatePolicy | None = None,
                  retries: int | None = None, backoff_s: float | None = None,
                  max_backoff_s: float | None = None, timeout_s: float = 30.0,
-                 sleep: Callable[[float], None] = time.sleep, jitter: bool = True) -> None:
+                 sleep: Callable[[float], None] = time.sleep, jitter: bool = True,
+                 key_refused: tuple[int, ...] = (401, 403)) -> None:
         self.service = service
         self.key_env = key_env
+        # the statuses that mean "this key is wrong"; RunPod answers 403 to a GOOD key that
+        # lacks a permission, which is then said as the API's own refusal
+        self.key_refused = key_refused
         key = os.environ.get(key_env, "").strip()
         if not key:
             raise UserError(f"{key_env} is not set: export your {service} API key in this shell "
@@ -198,7 +203,7 @@ class ApiClient:
                                f"redirects for API calls. Check the API URL ({self.base_url}) "
                                f"or whether the API moved", status=response.status_code,
                                code="redirect")
-            if response.status_code in (401, 403):
+            if response.status_code in self.key_refused:
                 err = self._error(response, what)
                 if err.code == "global/account-inactive":
                     raise ApiError(f"your {self.service} account is inactive (HTTP "
@@ -264,6 +269,9 @@ class ApiClient:
                 code = str(err or "")
                 message = str(body.get("msg") or body.get("message")
                               or body.get("detail") or "")
+                problems = body.get("errors")  # RFC 9457 (RunPod v2): each failed check
+                if isinstance(problems, list) and problems:
+                    message += ": " + "; ".join(str(p) for p in problems[:5])
         elif response.text:
             message = response.text[:200]
         code, message, suggestion = (self.scrub(x) for x in (code, message, suggestion))

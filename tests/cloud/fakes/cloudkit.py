@@ -10,6 +10,7 @@ from cli import rgt as rgt_cli  # noqa: F401  (tests/cli.py: the real command li
 
 LAMBDA_KEY = "secret_lambda-key-3f9a1c"
 VAST_KEY = "vastkey-7d02e4b1c9"
+RUNPOD_KEY = "rpa_5KQ2M8X4W1Z9runpodtestkey"
 IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
 
 

@@ -125,9 +125,11 @@ class FakeApi:
                     self.close_connection = True
                     self.connection.shutdown(2)
                     return
-                data = json.dumps(payload).encode()
+                # 204 No Content carries no body at all (RunPod's DELETE answers so)
+                data = b"" if status == 204 else json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                if data:
+                    self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 for k, v in extra.items():
                     self.send_header(k, v)
