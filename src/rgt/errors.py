@@ -16,3 +16,13 @@ class UserError(Exception):
         super().__init__(message)
         if exit_code is not None:
             self.exit_code = exit_code
+
+
+def did_you_mean(word: str, choices) -> str:
+    """" — did you mean 'x'?" naming the choice closest to a mistyped word (case aside), or ""
+    when none is close: `rgt watch gpu1` for the box gpu-1."""
+    import difflib  # only on the way to an error message
+
+    by_lower = {str(choice).lower(): str(choice) for choice in choices}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f" — did you mean {by_lower[close[0]]!r}?" if close else ""

@@ -17,7 +17,7 @@ from typing import Any
 
 from platformdirs import user_data_dir
 
-from rgt.errors import UserError
+from rgt.errors import UserError, did_you_mean
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS boxes (
@@ -185,9 +185,11 @@ class Store:
     def box(self, name: str) -> Box:
         found = self.find_box(name)
         if found is None:
-            known = ", ".join(b.name for b in self.boxes()) or "none yet"
-            raise UserError(f"no box named {name!r} (known: {known}); register one with "
-                            "`rgt up NAME --profile P ...`")
+            names = [b.name for b in self.boxes()]
+            if hint := did_you_mean(name, names):
+                raise UserError(f"no box named {name!r}{hint} (`rgt ls --all` lists them)")
+            raise UserError(f"no box named {name!r} (known: {', '.join(names) or 'none yet'}); "
+                            "register one with `rgt up NAME --profile P ...`")
         return found
 
     def boxes(self) -> list[Box]:
@@ -228,9 +230,11 @@ class Store:
         matches = [r for r in runs if r.id == run_id] or [r for r in runs
                                                           if r.id.startswith(run_id)]
         if len(matches) != 1:
-            ids = ", ".join(r.id for r in runs[-5:])
+            hint = "" if matches else did_you_mean(run_id, [r.id for r in runs])
+            ids = ", ".join(r.id for r in (matches or runs)[-5:])
             raise UserError(f"run {run_id!r} {'is ambiguous' if matches else 'not found'} on box "
-                            f"{box!r} (recent runs: {ids})")
+                            f"{box!r}{hint} ({'it could be' if matches else 'recent runs:'} "
+                            f"{ids}; `rgt runs {box}` lists them)")
         return matches[0]
 
     def find_run(self, run_id: str) -> Run | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from rgt.errors import UserError
+from rgt.errors import UserError, did_you_mean
 from rgt.profiles.schema import Gotcha, Profile, UniversalCatalog
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -99,8 +99,9 @@ def load_profile(name: str) -> Profile:
     files = _profile_files()
     path = files.get(name)
     if path is None:
-        close = [n for n in files if n.startswith(name[:2])] or sorted(files)
-        raise ProfileError(f"unknown profile {name!r}; known profiles: {', '.join(close)}")
+        if hint := did_you_mean(name, files):
+            raise ProfileError(f"unknown profile {name!r}{hint} (`rgt profiles` lists them)")
+        raise ProfileError(f"unknown profile {name!r}; known profiles: {', '.join(sorted(files))}")
     return _load(name, path)
 
 
@@ -126,9 +127,14 @@ def all_gotchas() -> Iterator[tuple[str, Gotcha]]:
 
 def find_gotcha(gotcha_id: str) -> tuple[str, Gotcha]:
     wanted = gotcha_id.strip().upper()
+    ids = []
     for platform, gotcha in all_gotchas():
         if gotcha.id.upper() == wanted:
             return platform, gotcha
+        ids.append(gotcha.id)
+    if hint := did_you_mean(gotcha_id.strip(), ids):
+        raise ProfileError(f"no gotcha {gotcha_id!r}{hint} (`rgt profile show P -s gotchas` "
+                           "lists a platform's)")
     raise ProfileError(
         f"no gotcha {gotcha_id!r}; ids look like LAM5, AD-DANGER, VAST2, SLURM4, K8S1, U7 "
         "(try `rgt gotcha search TEXT`)"
