@@ -142,3 +142,27 @@ def test_a_dangling_profile_link_is_one_clear_line(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("RGT_PROFILE_PATH", str(tmp_path))
     with pytest.raises(ProfileError, match=r"cannot read .*ghost.yaml"):
         load_profile("ghost")
+
+
+def test_checkpoint_homes_must_live_on_the_checkpoint_tier(local_data):
+    """rgt puts checkpoint homes under DURABLE_DIR; a profile naming another tier would say one
+    thing and do another (issue 16: AutoDL's data-disk vs autodl-fs)."""
+    data = copy.deepcopy(local_data)
+    data["overrides"]["DURABLE_DIR"] = "{RGT_HOME}/boxes/{box}/scratch"
+    assert "is not on checkpoint_tier 'durable'" in _invalid(data)
+    data["overrides"]["DURABLE_DIR"] = "{RGT_HOME}/boxes/{box}/durable/deeper"
+    assert Profile.model_validate(data)
+
+
+def test_py_override_must_be_the_interpreter_rgt_uses(local_data):
+    data = copy.deepcopy(local_data)
+    data["overrides"]["PY"] = "/opt/conda/bin/python"
+    assert "differs from launch.env_contract.python" in _invalid(data)
+
+
+def test_autodl_checkpoints_go_where_the_profile_says():
+    autodl = load_profile("autodl")
+    home = next(t for t in autodl.storage.tiers if t.name == autodl.storage.checkpoint_tier)
+    assert autodl.overrides["DURABLE_DIR"].startswith(home.path)
+    assert home.survives["release"] is True  # the copy that outlives 释放
+    assert autodl.overrides["PY"] == autodl.launch.env_contract.python

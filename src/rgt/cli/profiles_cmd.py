@@ -211,13 +211,39 @@ def _render_teardown(p: Profile) -> None:
                    "timer", "how"):
         table.add_column(column, overflow="fold")
     for a in p.actions:
-        name = a.name + (f" ({', '.join(a.aliases)})" if a.aliases else "")
-        name = f"[bold]{escape(name)}[/] ⏻" if a.name == p.meter_stop.name else escape(name)
-        timer = f"{a.timer.after}: {a.timer.effect}" if a.timer else ""
-        table.add_row(name, _yes_no(a.stops_compute_meter), _yes_no(a.stops_storage_meter),
-                      _yes_no(a.irreversible), escape(_keeps_billing(a)), escape(timer),
-                      escape(a.how))
+        table.add_row(_action_name(p, a), _yes_no(a.stops_compute_meter),
+                      _yes_no(a.stops_storage_meter), _yes_no(a.irreversible),
+                      escape(_keeps_billing(a)), escape(_timer(a)), escape(a.how))
     console.print(table)
+    # What the grid has no room for: the data each action keeps or loses, and its notes.
+    for a in p.actions:
+        console.print(_action_name(p, a))
+        storage = _tiers_after(p, a.name)
+        if storage:
+            console.print(f"  storage: {storage}")
+        if a.notes:
+            console.print(f"  notes: {escape(a.notes)}")
+
+
+def _action_name(p: Profile, a) -> str:
+    name = a.name + (f" ({', '.join(a.aliases)})" if a.aliases else "")
+    return f"[bold]{escape(name)}[/]" + (" ⏻" if a.name == p.meter_stop.name else "")
+
+
+def _timer(a) -> str:
+    return f"{a.timer.after}: {a.timer.effect}" if a.timer else ""
+
+
+def _tiers_after(p: Profile, action: str) -> str:
+    """Which tiers keep their data through the action, and which lose it: the survival matrix
+    read by row, so the teardown table answers "what do I lose" without the storage section."""
+    kept = [t.name for t in p.storage.tiers if t.survives.get(action) is True]
+    lost = [t.name for t in p.storage.tiers if t.survives.get(action) is False]
+    other = [f"{t.name}: {t.survives.get(action)}" for t in p.storage.tiers
+             if t.survives.get(action) not in (True, False)]
+    lines = ([f"[green]keeps[/] {escape(', '.join(kept))}"] if kept else []) + (
+        [f"[red]loses[/] {escape(', '.join(lost))}"] if lost else []) + [escape(o) for o in other]
+    return "; ".join(lines)
 
 
 def _render_network(p: Profile) -> None:
@@ -443,4 +469,4 @@ def _action_cell(p: Profile, name: str) -> str:
     if action.timer:
         lines.append(f"[yellow]timer: {escape(action.timer.after)} → "
                      f"{escape(action.timer.effect)}[/]")
-    return "\n".join(lines)
+    return "; ".join(lines)

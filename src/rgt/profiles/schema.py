@@ -316,7 +316,26 @@ class Profile(Strict):
         ids = [g.id for g in self.gotchas]
         if len(set(ids)) != len(ids):
             raise ValueError(f"duplicate gotcha ids in {ids}")
+        self._placements_honour_the_facts(home)
         return self
+
+    def _placements_honour_the_facts(self, home: Tier) -> None:
+        """rgt acts on two overrides, not on the facts beside them: checkpoint homes go under
+        DURABLE_DIR and on-box scripts run with env_contract.python. So those must say what
+        checkpoint_tier and PY say, or a profile would describe one placement and rgt use another."""
+        durable = self.overrides.get("DURABLE_DIR", "").split()
+        tier_path = home.path.split()
+        if durable and tier_path and _is_box_path(tier_path[0]) and _is_box_path(durable[0]):
+            root, inner = tier_path[0].rstrip("/") or "/", durable[0]
+            if not (inner == root or inner.startswith(root.rstrip("/") + "/")):
+                raise ValueError(
+                    f"overrides.DURABLE_DIR {inner!r} (where rgt puts checkpoint homes) is not "
+                    f"on checkpoint_tier {home.name!r} ({root})")
+        python = self.launch.env_contract.python.split()
+        if "PY" in self.overrides and python and self.overrides["PY"] != python[0]:
+            raise ValueError(
+                f"overrides.PY {self.overrides['PY']!r} differs from launch.env_contract.python "
+                f"{python[0]!r}, the interpreter rgt finds first at `up`")
 
     def action(self, name: str) -> Action | None:
         """Find an action by name or alias (关机 and shutdown name the same AutoDL action)."""
@@ -337,6 +356,12 @@ class UniversalCatalog(Strict):
 
     gotchas: list[Gotcha] = Field(min_length=1)
     sources: list[Citation] = []
+
+
+def _is_box_path(path: str) -> bool:
+    """An absolute path on the box (placeholders rgt fills at `up` allowed), not a bucket URL
+    or a description such as "the user's own machine"."""
+    return path.startswith(("/", "$HOME", "${HOME}", "~", "{RGT_HOME}")) and "://" not in path
 
 
 def _matches(pattern: str, text: str) -> bool:
