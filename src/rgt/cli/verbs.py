@@ -47,6 +47,10 @@ VERBS: tuple[Verb, ...] = (
          "Stop the meter — only after every run is pulled and verified (the Iron Law)."),
     Verb("ls", _CLI + "ls_cmd",
          "Every box: state, up-time, money spent, live runs, and the clocks that are running."),
+    Verb("top", _CLI + "top_cmd",
+         "A live table of every box and run: money, clocks, step, loss, ETA. Ctrl-C quits."),
+    Verb("plot", _CLI + "top_cmd",
+         "Draw the loss and the other metrics the run logged: in the terminal, and to a PNG."),
     Verb("runs", _CLI + "runs_cmd",
          "Every run: status (live runs asked afresh), attempt chain, age, whether it was "
          "pulled."),

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import secrets
@@ -300,3 +301,68 @@ def real_subdir(root: Path, name: str) -> Path:
         pass
     path.mkdir(exist_ok=True)
     return path
+
+
+# ----------------------------------------------------------------------------- a run's log
+
+MAX_METRIC_KEY = 64  # longer "keys" are not metric names a person reads off a chart
+MAX_SERIES = 50  # a log naming more distinct numeric keys than this is not plotted past it
+MAX_RECORDS = 100_000  # metric lines kept (evenly thinned past this): plenty for any chart
+MAX_LINE_BYTES = 64 * 1024  # a longer line is not a metrics line; it is skipped unread
+
+
+@dataclass
+class MetricLog:
+    """The metrics a run's log reports, checked: keys printable and short, values finite.
+
+    `records` are (step or None, epoch or None, {key: value}) in log order, evenly thinned to
+    at most MAX_RECORDS (the last line always kept); `lines` counts the metric lines seen."""
+
+    records: list[tuple[int | None, float | None, dict[str, float]]] = field(
+        default_factory=list)
+    lines: int = 0
+    skipped_keys: set[str] = field(default_factory=set)
+
+
+def read_metric_log(data: bytes) -> MetricLog:
+    """Parse a run's log (bytes the box wrote, or their pulled copy) with the probe's own
+    metric parser (`rgt.onbox.probe.parse_metrics`: HF dicts, JSON lines, `step=N loss=X`),
+    keeping only what is safe to show and plot."""
+    from rgt.onbox.probe import _clean, parse_metrics  # the parser the probe runs on the box
+
+    log = MetricLog()
+    stride, seen, last = 1, 0, None
+    keys: set[str] = set()
+    for raw in data.split(b"\n"):
+        if len(raw) > MAX_LINE_BYTES or not raw.strip():
+            continue
+        found = parse_metrics(_clean(raw.decode("utf-8", "replace")))
+        if found is None:
+            continue
+        values = {}
+        for key, value in found["values"].items():
+            ok_key = 0 < len(key) <= MAX_METRIC_KEY and key.isprintable()
+            number = float(value) if isinstance(value, (int, float)) else None
+            if not ok_key or number is None or not math.isfinite(number) or abs(number) > 1e300:
+                log.skipped_keys.add(shown(key, 40))
+                continue
+            if key not in keys and len(keys) >= MAX_SERIES:
+                continue
+            keys.add(key)
+            values[key] = number
+        if not values:
+            continue
+        step = found.get("step")
+        epoch = values.get("epoch")
+        record = (step if type(step) is int else None, epoch, values)
+        log.lines += 1
+        last = record
+        if seen % stride == 0:
+            log.records.append(record)
+            if len(log.records) > MAX_RECORDS:  # thin evenly: every other kept line goes
+                log.records = log.records[::2]
+                stride *= 2
+        seen += 1
+    if last is not None and (not log.records or log.records[-1] is not last):
+        log.records.append(last)
+    return log
