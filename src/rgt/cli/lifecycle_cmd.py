@@ -1,4 +1,5 @@
-"""The lifecycle verbs: up, audit, smoke, run, watch, logs, pull, down (`ls` is ls_cmd.py)."""
+"""The lifecycle verbs: up, smoke, run, watch, logs, pull, down (`audit` and `ls` have their
+own modules)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,11 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 from rich.panel import Panel
-from rich.table import Table
 
 from rgt.cli import app
 from rgt.cli import cloud_cmd as cloud
 from rgt.cli.console import console, duration, err_console, print_json, print_registered
 from rgt.errors import UserError
-from rgt.lifecycle import audit as audit_mod
 from rgt.lifecycle import boxes, launch, progress, save_hints
 from rgt.lifecycle import down as down_mod
 from rgt.lifecycle import pull as pull_mod
@@ -86,93 +85,6 @@ def up(
     console.print(f"[green]✓[/] box [bold]{name}[/] ({prof.name}) answers: "
                   f"{escape(box.extra.get('uname', ''))}")
     print_registered(box, prof, first)
-
-
-@app.command()
-def audit(name: BoxArg,
-          job: Annotated[Path | None, typer.Option(
-              "--job", help="The job spec: check the python its `run` starts with (torch, "
-                            "CUDA) instead of the box's own.")] = None,
-          as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout "
-                                                              "(README: JSON output).")] = False,
-          ) -> None:
-    """Measure the box (disks, inodes, memory, GPUs, Python/torch, tools) and judge it."""
-    report = audit_mod.audit(Store(), name, load_spec(job) if job else None)
-    if as_json:
-        print_json("audit", box=name, audit=report)
-        if any(v.get("level") == "fail" for v in report.get("verdicts") or []):
-            raise typer.Exit(1)
-        return
-    table = Table(title=f"{name}: disks", title_justify="left")
-    for column in ("path", "size", "free", "used %", "inodes used %"):
-        table.add_column(column)
-    for disk in report.get("dirs") or []:
-        if "error" not in disk:
-            table.add_row(escape(disk["path"]), _gb(disk.get("bytes_total")),
-                          _gb(disk.get("bytes_free")), _pct(disk.get("bytes_pct")),
-                          _pct(disk.get("inodes_pct")))
-    console.print(table)
-    python = report.get("python") or {}
-    console.print(f"cpus {report.get('nproc')}  ram {_gb(report.get('ram_total'))}  "
-                  f"cgroup {escape(_compact(report.get('cgroup')))}")
-    console.print(f"gpus {escape(_compact(report.get('gpus')))}")
-    job_python = (report.get("job_python") or {}).get("command") or python.get("executable")
-    console.print(f"job python: {escape(str(job_python))} {escape(str(python.get('python')))} "
-                  f"({escape(str(python.get('executable')))})  torch "
-                  f"{escape(str(python.get('torch')))}  cuda {python.get('cuda_available')}")
-    if interpreter := report.get("interpreter"):
-        console.print(f"rgt's scripts: {escape(str(interpreter.get('command')))} "
-                      f"{escape(str(interpreter.get('version')))} "
-                      f"({escape(str(interpreter.get('executable')))})")
-    if tools := report.get("tools"):
-        order = ["python3", "python", "rsync", "tmux", "bash"]  # the JSON comes back sorted
-        names = [t for t in order if t in tools] + sorted(set(tools) - set(order))
-        console.print("tools: " + ", ".join(
-            f"{escape(t)} {escape(str(tools[t].get('version') or '?'))}" if tools[t].get("path")
-            else f"{escape(t)} missing" for t in names))
-    if report.get("scheduler"):
-        _render_scheduler(name, report["scheduler"])
-    failed = False
-    for verdict in report.get("verdicts", []):
-        level = verdict.get("level", "ok")
-        failed |= level == "fail"
-        color = {"fail": "red", "warn": "yellow", "note": "cyan"}.get(level, "green")
-        console.print(f"[{color}]{escape(f'{level:4}')}[/] {escape(verdict.get('id') or '')} "
-                      f"{escape(verdict.get('message', ''))}")
-    if failed:
-        raise typer.Exit(1)
-
-
-def _render_scheduler(name: str, sched: dict) -> None:
-    table = Table(title=f"{name}: partitions", title_justify="left")
-    for column in ("partition", "state", "time limit", "nodes", "cpus/node", "mem/node",
-                   "gpus/node", "limits"):
-        table.add_column(column, overflow="fold")
-    for p in sched.get("partitions") or []:
-        table.add_row(escape(p["name"] + (" (default)" if p["default"] else "")),
-                      escape(p["avail"]), escape(p["time_limit"]), str(p["nodes"] or "?"),
-                      escape(p["cpus_per_node"]), escape(p["mem_mb_per_node"]) + " MB",
-                      escape(p["gres"] or "0"), escape(_compact(p.get("limits"))))
-    console.print(table)
-    for assoc in sched.get("associations") or []:
-        console.print(f"limits for you: {escape(_compact(assoc))}")
-    for fs in sched.get("filesystems") or []:
-        where = "[green]shared[/]" if fs["shared"] else "[yellow]node-local[/]"
-        console.print(f"{escape(fs['path'])}: {escape(fs['fstype'])} {where}")
-
-
-def _gb(value) -> str:
-    return f"{value / 1e9:.1f} GB" if isinstance(value, int | float) else "?"
-
-
-def _compact(value) -> str:
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={v}" for k, v in value.items() if v not in (None, [], {}, ""))
-    return str(value) if value not in (None, []) else "none"
-
-
-def _pct(value) -> str:
-    return f"{value:.0f}%" if isinstance(value, int | float) else "?"
 
 
 @app.command()

@@ -32,7 +32,7 @@ VERBS: tuple[Verb, ...] = (
          "Run the whole lifecycle on this machine: up → run → watch → pull → verify → down."),
     Verb("up", _CLI + "lifecycle_cmd",
          "Register a box you rented (--ssh/--host) or this machine, and check that it answers."),
-    Verb("audit", _CLI + "lifecycle_cmd",
+    Verb("audit", _CLI + "audit_cmd",
          "Measure the box (disks, inodes, memory, GPUs, Python/torch, tools) and judge it."),
     Verb("smoke", _CLI + "lifecycle_cmd",
          "Run the job's smoke command here on the CPU before renting (fails on traceback)."),

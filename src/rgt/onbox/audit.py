@@ -304,7 +304,8 @@ def verdicts(report: dict) -> list:
                 "no GPU though nvidia-smi does: driver/toolkit/torch-build mismatch",
             )
         else:
-            add("ok", "U28", f"torch {py.get('torch')} cuda_available={py.get('cuda_available')}")
+            sees = "sees CUDA" if py.get("cuda_available") else "has no CUDA here"
+            add("ok", "U28", f"torch {py.get('torch')} {sees}")
     return out
 
 
