@@ -388,6 +388,11 @@ class Checkpointer:
             from rgt.ckpt.durable import DurableMirror
 
             self._mirror = DurableMirror(durable, durable_options)
+        # Where a notebook owns a lazily-synced mount (Colab's Drive, NB1), older checkpoints
+        # go only once the newest one was flushed and read back whole (rgt.ckpt.visible).
+        from rgt.ckpt.visible import FlushChannel
+
+        self._flush = FlushChannel.from_env()
         self.cleaned_tmp = self._clean_tmp()
 
     # ------------------------------------------------------------------ housekeeping
@@ -539,9 +544,9 @@ class Checkpointer:
             # Deleting a multi-GB file takes a while on some filesystems (ext4 with discard:
             # ~0.4 s/GB); do it off the training loop. The next call waits for it.
             pruned: list[str] = []
-            self._housekeeping = self._housekeeper().submit(self._prune_quietly)
+            self._housekeeping = self._housekeeper().submit(self._prune_quietly, written.path)
         else:
-            pruned = self._prune_local()
+            pruned = self._prune_local() if self._visible(written.path) else []
         durable, durable_url, durable_error = False, None, None
         if self._mirror is not None:
             durable, durable_url, durable_error = self._mirror_one(
@@ -611,8 +616,23 @@ class Checkpointer:
                 max_workers=1, thread_name_prefix="rgt-ckpt-prune")
         return self._housekeeping_pool
 
-    def _prune_quietly(self) -> None:
+    def _visible(self, written: Path) -> bool:
+        """True unless a flush channel is set and `written` is not confirmed through it."""
+        if self._flush is None:
+            return True
+        from rgt.ckpt.visible import confirm_visible
+
+        problem = confirm_visible(written, self._flush)
+        if problem is None:
+            return True
+        log.warning("checkpoint %s is not confirmed on the durable tier (%s); the older ones "
+                    "stay until a later checkpoint is", written.name, problem)
+        return False
+
+    def _prune_quietly(self, written: Path | None = None) -> None:
         try:
+            if written is not None and not self._visible(written):
+                return
             with self._lock:
                 self._prune_local()
         except Exception as err:  # noqa: BLE001 - housekeeping must not break training

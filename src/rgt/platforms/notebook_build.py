@@ -1,0 +1,162 @@
+"""Build the Colab notebook for one run of a job spec (nbformat 4 JSON, no nbformat needed).
+
+The notebook is self-contained: a config cell (the spec's setup, run, env, outputs; where the
+code comes from; rgt.ckpt as a base64 tarball) and the runtime of `rgt.onbox.notebook` as
+one cell, then one short cell per step. Running it again after a disconnect resumes (NB5).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import rgt
+from rgt.errors import UserError
+
+RUNTIME = Path(__file__).resolve().parent.parent / "onbox" / "notebook.py"
+BUNDLE_NAME = "code.tar.gz"
+MAX_BUNDLE_BYTES = 200 << 20  # Drive takes more, but a bigger workdir means data in the code
+
+
+@dataclass(frozen=True)
+class CodeSource:
+    """Where the notebook gets the workdir: a bundle in the run's Drive folder, or git."""
+
+    kind: str  # "bundle" | "git"
+    sha256: str = ""  # of the bundle
+    url: str = ""  # git
+    commit: str = ""  # git, optional
+
+    def as_config(self) -> dict[str, str]:
+        if self.kind == "bundle":
+            return {"kind": "bundle", "name": BUNDLE_NAME, "sha256": self.sha256}
+        return {"kind": "git", "url": self.url, "commit": self.commit}
+
+
+def _tar_gz(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    # mtime 0 and sorted names: the same inputs give the same bytes (and the same notebook).
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for rel in sorted(files):
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode, info.mtime = len(files[rel]), 0o644, 0
+            tar.addfile(info, io.BytesIO(files[rel]))
+    return buf.getvalue()
+
+
+def ckpt_library() -> dict[str, bytes]:
+    """rgt.ckpt as the notebook's job imports it (the same files `rgt run` ships to a box;
+    rgt.lifecycle.ship builds them too, but a platform may not import the lifecycle)."""
+    root = Path(rgt.__file__).parent
+    files = {"rgt/__init__.py": (
+        f'"""rgt.ckpt as rgt\'s Colab notebook shipped it (rgt {rgt.__version__})."""\n\n'
+        "from pkgutil import extend_path\n\n__path__ = extend_path(__path__, __name__)\n"
+        f"__version__ = {rgt.__version__!r}\n").encode(),
+        "rgt/errors.py": (root / "errors.py").read_bytes()}
+    for module in sorted((root / "ckpt").glob("*.py")):
+        files[f"rgt/ckpt/{module.name}"] = module.read_bytes()
+    return files
+
+
+def bundle_workdir(workdir: Path, exclude: list[str]) -> tuple[bytes, str]:
+    """The workdir as a deterministic tar.gz (the spec's `exclude` left out) and its sha256."""
+    files: dict[str, bytes] = {}
+    total = 0
+    for path in sorted(workdir.rglob("*")):
+        rel = path.relative_to(workdir)
+        if any(rel.match(pattern) or part == pattern
+               for pattern in exclude for part in rel.parts):
+            continue
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        total += len(data)
+        if total > MAX_BUNDLE_BYTES:
+            raise UserError(f"the workdir {workdir} holds more than "
+                            f"{MAX_BUNDLE_BYTES >> 20} MiB of files: keep data on Drive or "
+                            "download it in `setup`, and list big folders under `exclude`")
+        files[rel.as_posix()] = data
+    blob = _tar_gz(files)
+    return blob, hashlib.sha256(blob).hexdigest()
+
+
+def _cell(kind: str, source: str, **extra: Any) -> dict[str, Any]:
+    cell: dict[str, Any] = {"cell_type": kind, "metadata": extra.pop("metadata", {}),
+                            "source": source.splitlines(keepends=True)}
+    if kind == "code":
+        cell.update(execution_count=None, outputs=[])
+    return cell
+
+
+def notebook_config(spec: Any, run_id: str, source: CodeSource, *,
+                    heartbeat_s: float = 30) -> dict[str, Any]:
+    return {
+        "job": spec.name, "run_id": run_id, "source": source.as_config(),
+        "setup": spec.setup, "run": spec.run, "env": dict(spec.env),
+        "outputs": list(spec.outputs), "heartbeat_s": heartbeat_s,
+        "lib": base64.b64encode(_tar_gz(ckpt_library())).decode(),
+    }
+
+
+def build_notebook(spec: Any, run_id: str, source: CodeSource, *,
+                   heartbeat_s: float = 30) -> dict[str, Any]:
+    """The notebook as a JSON-ready dict (nbformat 4.5)."""
+    if spec.secrets:
+        raise UserError(f"secrets ({', '.join(spec.secrets)}) cannot travel into a Colab "
+                        "notebook file: put them in Colab's Secrets panel and read them with "
+                        "google.colab.userdata in your code, then drop `secrets:` from the spec")
+    config = notebook_config(spec, run_id, source, heartbeat_s=heartbeat_s)
+    gpu = spec.resources.gpu
+    intro = (
+        f"# rgt: `{spec.name}`, run `{run_id}`\n\n"
+        "Runtime > Change runtime type: pick "
+        + (f"a GPU (the spec asks for `{gpu}`)" if gpu else "any runtime")
+        + ", then **Runtime > Run all**.\n\n"
+        "After a disconnect (the free tier gives no warning, NB5) reconnect and **Run all** "
+        "again: the job resumes from its newest checkpoint that verifies on Google Drive. "
+        "Checkpoints count as saved only once Drive was flushed and they read back whole "
+        "(NB1); `/content` is scratch (NB4).\n\n"
+        f"Drive folder: `MyDrive/rgt/{run_id}` (state, log, outputs) and "
+        f"`MyDrive/rgt/jobs/{spec.name}/ckpt` (checkpoints). On your machine: "
+        f"`rgt watch` and `rgt pull` read them through your Drive sync folder.")
+    cells = [
+        _cell("markdown", intro),
+        _cell("code", "RGT_CONFIG = " + json.dumps(config, indent=1, sort_keys=True) + "\n",
+              metadata={"jupyter": {"source_hidden": True}}),
+        _cell("code", RUNTIME.read_text(encoding="utf-8"),
+              metadata={"jupyter": {"source_hidden": True}}),
+        _cell("code", "rgt_mount(RGT_CONFIG)\n"),
+    ]
+    if gpu:
+        cells.append(_cell("code", (
+            "import subprocess\n"
+            "if subprocess.call(['nvidia-smi'], stdout=subprocess.DEVNULL) != 0:\n"
+            "    raise RgtError('no GPU in this runtime (the spec asks for " + gpu + "): '\n"
+            "                   'Runtime > Change runtime type > GPU, then Run all')\n")))
+    cells += [
+        _cell("code", "rgt_restore(RGT_CONFIG)\n"),
+        _cell("code", "rgt_setup(RGT_CONFIG)\n"),
+        _cell("code", "rgt_run(RGT_CONFIG)\n"),
+        _cell("code", "rgt_finish(RGT_CONFIG)\n"),
+    ]
+    return {
+        "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python"},
+            "accelerator": "GPU" if gpu else "None",
+            "colab": {"provenance": [], "name": f"rgt-{spec.name}-{run_id}.ipynb"},
+            "rgt": {"job": spec.name, "run_id": run_id, "version": rgt.__version__},
+        },
+        "cells": [dict(c, id=f"rgt-{i}") for i, c in enumerate(cells)],
+    }
+
+
+def notebook_json(notebook: dict[str, Any]) -> str:
+    return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
