@@ -7,7 +7,8 @@ from pathlib import Path
 
 from boxkit import Rgt, write_job
 
-OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB"
+OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+       "total capacity of 79.10 GiB")
 JOB = (
     "echo step=1 loss=0.9\n"
     f"echo '{OOM}' >&2\n"

@@ -16,8 +16,8 @@ from typing import Any
 
 from rgt.errors import UserError
 from rgt.lifecycle.watch import read_log, refresh
-from rgt.profiles import find_gotcha, search_gotchas
-from rgt.profiles.search import RULE
+from rgt.profiles import find_gotcha
+from rgt.profiles.search import Searcher
 from rgt.store import Box, Run, Store
 from rgt.transport import TransportError
 
@@ -76,8 +76,9 @@ def diagnose(store: Store, box_name: str, run_id: str | None = None,
             found.notes.append(f"no log: the box cannot be read and run {run.id} was never "
                                f"pulled here (`rgt pull {box.name} {run.id}` once it answers)")
     findings: dict[str, Finding] = {}
+    searcher = Searcher(box.profile)
     for number, line in _numbered(log or "", lines):
-        _from_log(findings, number, line, box.profile)
+        _from_log(findings, number, line, searcher)
     if summary is not None:
         _from_probe(findings, summary, box.profile)
     found.findings = sorted(findings.values(), key=lambda f: (f.where.startswith("log"), f.id))
@@ -90,12 +91,11 @@ def _numbered(log: str, lines: int) -> list[tuple[int, str]]:
     return [(i, line) for i, line in enumerate(every, 1) if line.strip()]
 
 
-def _from_log(findings: dict[str, Finding], number: int, line: str, profile: str) -> None:
-    # The best hit for the box's platform only: "No space left on device" on a RunPod box is
-    # RP11 first, and listing AD4 beside it would send the user to the wrong platform's fix.
-    for hit in search_gotchas(line, profile)[:1]:
-        if hit.why != RULE:
-            continue
+def _from_log(findings: dict[str, Finding], number: int, line: str, searcher: Searcher
+              ) -> None:
+    # The best rule hit for the box's platform only: "No space left on device" on a RunPod box
+    # is RP11 first, and listing AD4 beside it would send the user to the wrong platform's fix.
+    for hit in searcher.search(line, fuzzy=False, limit=1):
         seen = findings.get(hit.gotcha.id)
         if seen is not None:
             seen.count += 1

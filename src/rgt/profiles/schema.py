@@ -322,7 +322,8 @@ class Profile(Strict):
     def _placements_honour_the_facts(self, home: Tier) -> None:
         """rgt acts on two overrides, not on the facts beside them: checkpoint homes go under
         DURABLE_DIR and on-box scripts run with env_contract.python. So those must say what
-        checkpoint_tier and PY say, or a profile would describe one placement and rgt use another."""
+        checkpoint_tier and PY say, or a profile would describe one placement and rgt use
+        another."""
         durable = self.overrides.get("DURABLE_DIR", "").split()
         tier_path = home.path.split()
         if durable and tier_path and _is_box_path(tier_path[0]) and _is_box_path(durable[0]):

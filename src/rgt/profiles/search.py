@@ -24,11 +24,11 @@ from rgt.profiles.schema import Gotcha
 RULE = "detect pattern"
 FUZZY = "fuzzy: title/symptom words"
 
-# How far ahead the user's platform puts its own gotchas: more than any length difference
-# between two rule matches on one line is worth, so a platform's own hit comes first.
-_PLATFORM_BONUS = 1000.0
-_UNIVERSAL_BONUS = 500.0  # the universal gotchas a platform's profile points at
-_OTHER_PLATFORM_PENALTY = -1000.0  # another platform's gotcha, when the platform is known
+# Ranks of a rule hit when the user names the platform: its own gotchas, then the universal
+# ones, then other platforms'. Within a rank the longer match wins (the more specific rule);
+# a universal gotcha the platform's profile points at wins a tie.
+_OWN, _UNIVERSAL, _OTHER = 2, 1, 0
+_RANK = 1000.0  # more than any match length
 
 _WORD = re.compile(r"[a-z][a-z0-9_+.-]{2,}")
 # Words of every error message; they say nothing about which one it is.
@@ -66,28 +66,59 @@ def search_gotchas(text: str, profile: str | None = None, limit: int | None = No
     `profile` (a platform name) ranks that platform's gotchas, and the universal ones its profile
     points at, ahead of the rest; other platforms' hits stay in the list but sink below them.
     """
-    refs = frozenset(load_profile(profile).universal_refs) if profile else frozenset()
-    hits = [hit for platform, gotcha in all_gotchas()
-            if (hit := _rule_hit(text, platform, gotcha, profile, refs)) is not None]
-    if not hits:
-        hits = _fuzzy_hits(text, profile)
-    hits.sort(key=lambda h: -h.score)
-    return hits[:limit] if limit else hits
+    return Searcher(profile).search(text, limit=limit)
 
 
-def _rule_hit(text: str, platform: str, gotcha: Gotcha, profile: str | None,
-              refs: frozenset[str]) -> GotchaHit | None:
-    if gotcha.detect is None:
-        return None
-    best = ""
-    for pattern in gotcha.detect.patterns:
-        found = re.search(pattern, text, re.IGNORECASE)
-        if found and len(found.group(0)) > len(best):
-            best = found.group(0) or " "
-    if not best:
-        return None
-    score = len(best.strip()) + _platform_weight(platform, gotcha.id, profile, refs)
-    return GotchaHit(gotcha, platform, RULE, best.strip(), score)
+class Searcher:
+    """The catalog read once, its regexes compiled once: for searching many lines (a log)."""
+
+    def __init__(self, profile: str | None = None) -> None:
+        self.profile = profile
+        self.refs = frozenset(load_profile(profile).universal_refs) if profile else frozenset()
+        self.entries = [(platform, gotcha, [re.compile(p, re.IGNORECASE)
+                                            for p in (gotcha.detect.patterns
+                                                      if gotcha.detect else [])])
+                        for platform, gotcha in all_gotchas()]
+
+    def search(self, text: str, *, fuzzy: bool = True, limit: int | None = None
+               ) -> list[GotchaHit]:
+        hits = [hit for platform, gotcha, patterns in self.entries
+                if (hit := self._rule_hit(text, platform, gotcha, patterns)) is not None]
+        if not hits and fuzzy:
+            hits = self._fuzzy_hits(text)
+        hits.sort(key=lambda h: -h.score)
+        return hits[:limit] if limit else hits
+
+    def _rule_hit(self, text: str, platform: str, gotcha: Gotcha,
+                  patterns: list[re.Pattern[str]]) -> GotchaHit | None:
+        best = ""
+        for pattern in patterns:
+            found = pattern.search(text)
+            if found and len(found.group(0)) > len(best):
+                best = found.group(0) or " "
+        if not best:
+            return None
+        score = len(best.strip()) + _platform_weight(platform, gotcha.id, self.profile,
+                                                     self.refs)
+        return GotchaHit(gotcha, platform, RULE, best.strip(), score)
+
+    def _fuzzy_hits(self, text: str) -> list[GotchaHit]:
+        words = set(_words(text))
+        if not words:
+            return []
+        weights, unknown = _idf(), _max_idf()
+        total = sum(weights.get(w, unknown) for w in words)
+        hits = []
+        for platform, gotcha, _ in self.entries:
+            if self.profile is not None and platform not in (self.profile, "universal"):
+                continue
+            shared = words & _haystack(gotcha.title, gotcha.symptom)
+            if len(shared) < _FUZZY_MIN_SHARED:
+                continue
+            score = sum(weights.get(w, unknown) for w in shared) / total
+            if score >= _FUZZY_MIN_SCORE:
+                hits.append(GotchaHit(gotcha, platform, FUZZY, " ".join(sorted(shared)), score))
+        return hits
 
 
 def _platform_weight(platform: str, gotcha_id: str, profile: str | None,
@@ -95,30 +126,15 @@ def _platform_weight(platform: str, gotcha_id: str, profile: str | None,
     if profile is None:
         return 0.5 if platform == "universal" else 0.0  # ties: the general story first
     if platform == profile:
-        return _PLATFORM_BONUS
+        return _OWN * _RANK
     if platform == "universal":
-        return _UNIVERSAL_BONUS if gotcha_id in refs else _UNIVERSAL_BONUS / 2
-    return _OTHER_PLATFORM_PENALTY
+        return _UNIVERSAL * _RANK + (0.5 if gotcha_id in refs else 0.0)
+    return _OTHER * _RANK
 
 
-def _fuzzy_hits(text: str, profile: str | None) -> list[GotchaHit]:
-    words = set(_words(text))
-    if not words:
-        return []
-    weights = _idf()
-    hits = []
-    for platform, gotcha in all_gotchas():
-        if profile is not None and platform not in (profile, "universal"):
-            continue
-        haystack = set(_words(f"{gotcha.title} {gotcha.symptom}"))
-        shared = words & haystack
-        if len(shared) < _FUZZY_MIN_SHARED:
-            continue
-        score = sum(weights.get(w, _max_idf()) for w in shared) / sum(
-            weights.get(w, _max_idf()) for w in words)
-        if score >= _FUZZY_MIN_SCORE:
-            hits.append(GotchaHit(gotcha, platform, FUZZY, " ".join(sorted(shared)), score))
-    return hits
+@cache
+def _haystack(title: str, symptom: str) -> frozenset[str]:
+    return frozenset(_words(f"{title} {symptom}"))
 
 
 def _words(text: str) -> Iterator[str]:
