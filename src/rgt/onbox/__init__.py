@@ -14,6 +14,7 @@ pure helpers.
 - ``stop``     end a live run: SIGTERM to its runner, SIGKILL after a grace (rgt cancel)
 - ``audit``    pre-run audit: disks (bytes + inodes), cgroup limits, GPUs, Python/torch, HF cache
 - ``xfer``     rgt's file mover, run at both ends of the stream that `put` and `get` open
+- ``door``     a Kubernetes pod's small HTTP server on the run's PVC (rgt.platforms.k8s.door)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-SCRIPTS = ("runner", "probe", "manifest", "audit", "xfer", "stop")
+SCRIPTS = ("runner", "probe", "manifest", "audit", "xfer", "stop", "door")
 _COMMON_IMPORT = re.compile(rb"^from rgt\.onbox\._common import (?:\([^)]*\)|.*)\n", re.MULTILINE)
 _FUTURE = b"from __future__ import annotations\n"
 

@@ -1,0 +1,12 @@
+"""The parts of the Kubernetes platform (`rgt.platforms.kubernetes`), each small enough to read.
+
+    kubeconfig  the user's kubeconfig, read as kubectl reads it: KUBECONFIG merging, contexts,
+                clusters, users (token, token file, client certificates, exec plugins)
+    api         the REST client (httpx): typed errors, RBAC checks, logs, the pod proxy
+    manifests   the Job / Indexed Job / PVC / door pod / headless Service rgt submits
+    diagnose    pod phases, conditions and events → a run's state, with K8S1-K8S6
+    door        the Transport to the PVC: a short-lived pod rgt talks to through the API
+                server's pod proxy (rgt.onbox.door runs in it)
+
+Nothing here needs the `kubernetes` package: rgt speaks the documented REST API with httpx.
+"""

@@ -1,0 +1,272 @@
+"""The Transport of a Kubernetes box: a short-lived "door" pod on the box's PVC, reached through
+the API server's pod proxy.
+
+Why this path. A pod has no SSH and rsync cannot reach it; what a real cluster offers for files
+is (a) `kubectl cp`, which is `tar` over the exec subresource — a SPDY/WebSocket stream httpx
+does not speak, neither resumable nor easy to check; (b) a pod's log, which the kubelet rotates
+at 10 MiB (containerLogMaxSize) and stores as text lines, so it loses and mangles binary data;
+(c) the pod proxy subresource: plain HTTP from the API server to a pod's port, with the same
+RBAC as everything else (`pods/proxy`), request bodies for uploads and `Range` for resuming a
+download. rgt uses (c): the door pod runs `rgt.onbox.door` (stdlib Python from the job's own
+image) with the claim mounted where the Job mounts it, answers only requests that carry its
+random token, deletes itself after an hour at the latest (activeDeadlineSeconds) and is deleted
+by `close()` at once. Code reaches the claim the same way (a tar on a PUT), so the image stays
+the environment only, pinned by digest (U30), and a code change needs no image build.
+
+A ReadWriteOnce claim attaches to one node at a time: while a door holds it, a Job pod on
+another node waits (Multi-Attach, K8S4) until the door is gone — seconds, since `rgt` closes it
+right after the verb.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fnmatch
+import io
+import os
+import posixpath
+import secrets
+import tarfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rgt.errors import UserError
+from rgt.onbox import script_source
+from rgt.platforms.k8s.api import CORE, ApiError, Kube
+from rgt.platforms.k8s.manifests import DOOR_PORT, dns_name, door_manifest
+from rgt.transport import Progress, Result, TransferStats, TransportError
+
+OPEN_TIMEOUT_S = 300   # pulling the image onto a CPU node may take minutes on a real cluster
+CHUNK = 1 << 20
+
+
+class DoorTransport:
+    """`run`, `put` and `get` on the box's PVC, through one door pod opened on first use."""
+
+    def __init__(self, kube: Kube, *, box: str, claim: str, mount_path: str, image: str,
+                 python: str = "python3", pull_secret: str | None = None,
+                 diagnose: Any = None) -> None:
+        self.kube, self.box, self.claim, self.mount_path = kube, box, claim, mount_path
+        self.image, self.python, self.pull_secret = image, python, pull_secret
+        self.diagnose = diagnose  # (kube, pod dict) -> str | None: why a pod is stuck
+        self.pod: str | None = None
+        self.token = ""
+
+    # ------------------------------------------------------------------ the door pod
+
+    def _open(self) -> str:
+        if self.pod:
+            return self.pod
+        self.token = secrets.token_urlsafe(24)
+        name = dns_name("rgt-door", self.box, secrets.token_hex(3), limit=63)
+        manifest = door_manifest(name=name, box=self.box, image=self.image, claim=self.claim,
+                                 mount_path=self.mount_path, source=script_source("door")
+                                 .decode(), token=self.token, pull_secret=self.pull_secret)
+        self.kube.create(self.kube.ns(CORE, "pods"), manifest)
+        self.pod = name
+        deadline = time.monotonic() + OPEN_TIMEOUT_S
+        pause = 0.05
+        while True:
+            pod = self.kube.find(self.kube.ns(CORE, "pods", name)) or {}
+            phase = (pod.get("status") or {}).get("phase")
+            if phase == "Running" and self._healthy():
+                return name
+            stuck = self.diagnose(self.kube, pod) if self.diagnose else None
+            if phase in ("Failed", "Succeeded") or not pod or (
+                    stuck and time.monotonic() > deadline - OPEN_TIMEOUT_S + 20):
+                self.close()
+                raise UserError(f"the PVC door pod {name} did not start: "
+                                f"{stuck or phase or 'deleted'}")
+            if time.monotonic() > deadline:
+                self.close()
+                raise UserError(f"the PVC door pod {name} was not serving after "
+                                f"{OPEN_TIMEOUT_S} s ({stuck or phase}); see `kubectl "
+                                f"describe pod {name} -n {self.kube.namespace}`")
+            time.sleep(pause)
+            pause = min(2.0, pause * 2)
+
+    def _healthy(self) -> bool:
+        try:
+            return self._call("GET", "health").status_code == 200
+        except ApiError as err:  # 503 until the server listens
+            if err.code in (502, 503):
+                return False
+            raise
+
+    def _call(self, method: str, endpoint: str, **kw: Any):
+        assert self.pod is not None
+        headers = {"X-Rgt-Door-Token": self.token, **kw.pop("headers", {})}
+        return self.kube.request(method, self.kube.proxy_path(self.pod, DOOR_PORT, endpoint),
+                                 headers=headers, **kw)
+
+    def close(self) -> None:
+        if self.pod:
+            # if this fails, its activeDeadlineSeconds ends it within the hour
+            with contextlib.suppress(UserError):
+                self.kube.request("DELETE", self.kube.ns(CORE, "pods", self.pod),
+                                  body={"kind": "DeleteOptions", "apiVersion": "v1",
+                                        "gracePeriodSeconds": 0})
+            self.pod = None
+
+    # ------------------------------------------------------------------ Transport
+
+    def run(self, command: str, *, stdin: bytes | None = None, timeout: float = 60,
+            check: bool = True) -> Result:
+        self._open()
+        body = {"command": command, "stdin": base64.b64encode(stdin or b"").decode(),
+                "timeout": timeout}
+        answer = self._call("POST", "run", body=body, timeout=timeout + 30).json()
+        result = Result(int(answer.get("rc", 1)),
+                        base64.b64decode(answer.get("stdout") or "").decode(errors="replace"),
+                        base64.b64decode(answer.get("stderr") or "").decode(errors="replace"))
+        if check and not result.ok:
+            raise TransportError.command_failed(f"the PVC of {self.box}", command, result.rc,
+                                                result.stderr)
+        return result
+
+    def put(self, local: Path, remote: str, *, timeout: float = 600, retries: int = 5,
+            progress: Progress | None = None, exclude: Sequence[str] = ()) -> TransferStats:
+        """The directory's contents, as one tar on one PUT (code is small; a retry resends)."""
+        start = time.monotonic()
+        data, files = pack(Path(local), exclude)
+        last: Exception | None = None
+        for attempt in range(1, retries + 1):
+            self._open()
+            try:
+                self._call("PUT", "tar", params={"dir": remote}, content=data,
+                           headers={"Content-Type": "application/x-tar"}, timeout=timeout)
+                if progress:
+                    progress(len(data), len(data))
+                return TransferStats(len(data) * attempt, 0, files,
+                                     time.monotonic() - start, attempt)
+            except UserError as err:
+                last = err
+                if isinstance(err, ApiError) and err.code < 500:
+                    break
+                time.sleep(min(30, 2 ** attempt))
+        raise TransportError(f"could not send {local} to the PVC of {self.box}: {last}")
+
+    def get(self, remote: str, local: Path, *, timeout: float = 600, retries: int = 5,
+            progress: Progress | None = None, exclude: Sequence[str] = ()) -> TransferStats:
+        """REMOTE (a file, or a directory's contents) into LOCAL, file by file; an interrupted
+        file resumes from its partial copy (Range), and every size is checked on arrival."""
+        start = time.monotonic()
+        self._open()
+        try:
+            answer = self._call("GET", "stat", params={"path": remote}).json()
+        except ApiError as err:
+            raise TransportError(f"{remote} on the PVC of {self.box}: {err}") from None
+        entries = answer.get("entries") or []
+        local = Path(local)
+        local.mkdir(parents=True, exist_ok=True)
+        total = sum(int(e.get("size") or 0) for e in entries if e.get("type") == "file")
+        done = received = files = 0
+        skipped: list[str] = []
+        attempts = 1
+        for item in entries:
+            rel = item.get("path")
+            rel = posixpath.basename(remote) if rel == "" else rel
+            if not isinstance(rel, str) or not safe_relative(rel):
+                raise TransportError(f"the PVC of {self.box} sent an unsafe name {rel!r}")
+            if excluded(rel, exclude):
+                continue
+            target = local.joinpath(*rel.split("/"))
+            if item.get("type") == "dir":
+                target.mkdir(parents=True, exist_ok=True)
+            elif item.get("type") == "file":
+                size = int(item.get("size") or 0)
+                got, tries = self._fetch_file(posixpath.join(remote, item["path"]) if
+                                              item["path"] else remote, target, size,
+                                              timeout, retries)
+                received += got
+                attempts = max(attempts, tries)
+                files += 1
+                done += size
+                if progress:
+                    progress(done, total)
+            else:
+                skipped.append(rel)
+        return TransferStats(0, received, files, time.monotonic() - start, attempts,
+                             tuple(skipped))
+
+    def _fetch_file(self, remote: str, target: Path, size: int, timeout: float,
+                    retries: int) -> tuple[int, int]:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(target.name + ".rgt-part")
+        received = 0
+        for attempt in range(1, retries + 1):
+            have = part.stat().st_size if part.exists() else 0
+            if have > size:
+                part.unlink()
+                have = 0
+            try:
+                headers = {"Range": f"bytes={have}-"} if have else {}
+                response = self._call("GET", "file", params={"path": remote},
+                                      headers={"Accept": "*/*", **headers}, stream=True,
+                                      timeout=timeout)
+                mode = "ab" if have and response.status_code == 206 else "wb"
+                with open(part, mode) as out:
+                    for block in response.iter_bytes(CHUNK):
+                        out.write(block)
+                        received += len(block)
+                response.close()
+            except (UserError, OSError) as err:
+                if isinstance(err, ApiError) and err.code == 404:
+                    raise TransportError(f"{remote} vanished from the PVC of {self.box} "
+                                         "during the pull") from None
+                if attempt == retries:
+                    raise TransportError(f"could not fetch {remote} from the PVC of "
+                                         f"{self.box}: {err}") from None
+                time.sleep(min(30, 2 ** attempt))
+                continue
+            except Exception as err:  # httpx read errors mid-body: resume from the part
+                if attempt == retries:
+                    raise TransportError(f"could not fetch {remote}: {err}") from None
+                continue
+            if part.stat().st_size == size:
+                os.replace(part, target)
+                return received, attempt
+        raise TransportError(f"{remote} on the PVC of {self.box} did not arrive whole after "
+                             f"{retries} attempts (size changed while pulling?)")
+
+
+def safe_relative(path: str) -> bool:
+    parts = path.split("/")
+    return bool(path) and not path.startswith("/") and "\x00" not in path and \
+        all(p not in ("", ".", "..") for p in parts)
+
+
+def excluded(rel: str, patterns: Sequence[str]) -> bool:
+    """An exclude pattern matches any component of the path (.git, __pycache__, *.pyc)."""
+    parts = rel.split("/")
+    return any(fnmatch.fnmatch(part, pattern) for part in parts for pattern in patterns) or \
+        any(fnmatch.fnmatch(rel, pattern) for pattern in patterns)
+
+
+def pack(root: Path, exclude: Sequence[str]) -> tuple[bytes, int]:
+    """An uncompressed tar of ROOT's contents: regular files and directories, exclusions out."""
+    if not root.is_dir():
+        raise UserError(f"{root} is not a directory")
+    buffer = io.BytesIO()
+    files = 0
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for top, dirs, names in os.walk(root):
+            rel_top = os.path.relpath(top, root)
+            rel_top = "" if rel_top == "." else rel_top.replace(os.sep, "/")
+            dirs[:] = sorted(d for d in dirs
+                             if not excluded(posixpath.join(rel_top, d) if rel_top else d,
+                                             exclude))
+            for name in sorted(names):
+                rel = posixpath.join(rel_top, name) if rel_top else name
+                path = os.path.join(top, name)
+                if excluded(rel, exclude) or not os.path.isfile(path) or os.path.islink(path):
+                    continue
+                archive.add(path, arcname=rel, recursive=False)
+                files += 1
+            for name in dirs:
+                rel = posixpath.join(rel_top, name) if rel_top else name
+                archive.add(os.path.join(top, name), arcname=rel, recursive=False)
+    return buffer.getvalue(), files
