@@ -310,13 +310,14 @@ def _render_overrides(p: Profile) -> None:
 
 
 def _render_sources(p: Profile) -> None:
-    seen = {(c.doc, c.verified) for c in p.sources}
-    for part in (p.launch, p.storage, p.network, p.spot, *p.actions, *p.gotchas):
-        seen.update((c.doc, c.verified) for c in part.sources)
+    seen = {(c.doc, c.verified, c.inference) for c in p.sources}
+    for part in (p.launch, p.storage, p.network, p.spot, p.daemon, *p.actions, *p.gotchas):
+        seen.update((c.doc, c.verified, c.inference) for c in part.sources)
     if seen:
         console.print("[bold]Sources[/] (verified dates: how fresh each fact is)")
-        for doc, verified in sorted(seen, key=lambda s: (s[1] or "", s[0])):
-            console.print(f"  {escape(doc)}  [dim]{verified or 'undated'}[/]")
+        for doc, verified, inferred in sorted(seen, key=lambda s: (s[1] or "", s[0])):
+            when = "inference" if inferred else verified or "undated"
+            console.print(f"  {escape(doc)}  [dim]{when}[/]")
 
 
 @app.command("gotcha", context_settings={"ignore_unknown_options": True})

@@ -31,12 +31,19 @@ class Strict(BaseModel):
 
 
 class Citation(Strict):
-    """Where a fact comes from, and when it was last checked against that source."""
+    """Where a fact comes from, and when it was last checked against that source.
+
+    `doc` names a seed file and section (`seeds/001 (AutoDL) §5 TEARDOWN / BILLING`), the
+    reference catalog, or a public page. A fact no source states is still carried when it
+    follows from ones that are, marked `inference: true` with `doc` saying what it follows
+    from, so a reader can tell what was read from what was reasoned.
+    """
 
     doc: str = Field(description="doc page, thread or article the fact comes from")
     verified: str | None = Field(
         default=None, pattern=r"^\d{4}-\d{2}(-\d{2})?$", description="YYYY-MM[-DD]"
     )
+    inference: bool = Field(default=False, description="reasoned from other facts, not read")
 
 
 class Facts(Strict):
@@ -165,6 +172,7 @@ class Daemon(Strict):
     survives: DaemonSurvival
     native_orchestration: str = ""
     notes: str = ""
+    sources: list[Citation] = []
 
 
 class Probe(Strict):

@@ -1,0 +1,48 @@
+"""Every fact in the profiles says where it comes from (issue 16 item 3).
+
+A unit of facts — a profile's frontmatter and first-contact text, each section, each action,
+each gotcha — carries at least one citation that a reader can check: a seed file and section
+(`seeds/001 … §5`), the reference catalog (`reference/universal-gotchas.md`), a public page
+with the date it was checked, or a statement that the fact is an inference and from what.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rgt.profiles import all_profiles, universal_catalog
+from rgt.profiles.schema import Citation
+
+_SEED = re.compile(r"^seeds/00\d \(")
+_REFERENCE = "reference/universal-gotchas.md"
+
+
+def checkable(citation: Citation) -> bool:
+    if citation.inference:
+        return len(citation.doc.split()) >= 4  # says what it follows from
+    if _SEED.match(citation.doc) or citation.doc.startswith(_REFERENCE):
+        return True
+    return citation.verified is not None  # a page, with the date it said so
+
+
+def units():
+    for p in all_profiles():
+        yield f"{p.name}: facts and surface", p.sources
+        for section in ("launch", "storage", "network", "spot", "daemon"):
+            yield f"{p.name}: {section}", getattr(p, section).sources
+        for action in p.actions:
+            yield f"{p.name}: action {action.name}", action.sources
+        for gotcha in p.gotchas:
+            yield f"{p.name}: gotcha {gotcha.id}", gotcha.sources
+    for gotcha in universal_catalog().gotchas:
+        yield f"universal: gotcha {gotcha.id}", gotcha.sources
+
+
+def test_every_unit_of_facts_names_a_checkable_source():
+    unsourced = [name for name, cites in units() if not any(checkable(c) for c in cites)]
+    assert not unsourced, f"{len(unsourced)} units without a checkable source: {unsourced}"
+
+
+def test_inferences_are_marked_and_few():
+    inferred = [name for name, cites in units() if any(c.inference for c in cites)]
+    assert inferred and len(inferred) <= 15, inferred
