@@ -71,7 +71,8 @@ def route(api, h, method: str, path: str, query: dict, headers: dict, raw: bytes
     if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and method == "POST" \
             and "protobuf" in headers.get("content-type", ""):
         return access_review(api, user, review_from_protobuf(raw))  # kubectl auth can-i
-    if raw and "json" not in headers.get("content-type", "application/json"):
+    if raw and "json" not in headers.get("content-type", "application/json") and \
+            "/proxy" not in path:  # a proxied body is the pod's business
         # protobuf / CBOR: the fake speaks JSON only; client-go falls back to JSON on a 415
         raise ApiFailure(415, "UnsupportedMediaType",
                          "the body of the request was in an unknown format - accepted media "

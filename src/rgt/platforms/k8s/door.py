@@ -37,10 +37,19 @@ from rgt.errors import UserError
 from rgt.onbox import script_source
 from rgt.platforms.k8s.api import CORE, ApiError, Kube
 from rgt.platforms.k8s.manifests import DOOR_PORT, dns_name, door_manifest
-from rgt.transport import Progress, Result, TransferStats, TransportError
+from rgt.transport import Result, TransferStats, TransportError
+from rgt.transport.base import Progress
 
 OPEN_TIMEOUT_S = 300   # pulling the image onto a CPU node may take minutes on a real cluster
 CHUNK = 1 << 20
+
+
+def open_timeout() -> float:
+    """How long a door may take to serve (RGT_K8S_DOOR_TIMEOUT_S; tests shorten it)."""
+    try:
+        return float(os.environ.get("RGT_K8S_DOOR_TIMEOUT_S") or OPEN_TIMEOUT_S)
+    except ValueError:
+        return OPEN_TIMEOUT_S
 
 
 class DoorTransport:
@@ -51,7 +60,7 @@ class DoorTransport:
                  diagnose: Any = None) -> None:
         self.kube, self.box, self.claim, self.mount_path = kube, box, claim, mount_path
         self.image, self.python, self.pull_secret = image, python, pull_secret
-        self.diagnose = diagnose  # (kube, pod dict) -> str | None: why a pod is stuck
+        self.diagnose = diagnose  # (kube, pod) -> (fatal, why) | None: why a pod is stuck
         self.pod: str | None = None
         self.token = ""
 
@@ -67,24 +76,24 @@ class DoorTransport:
                                  .decode(), token=self.token, pull_secret=self.pull_secret)
         self.kube.create(self.kube.ns(CORE, "pods"), manifest)
         self.pod = name
-        deadline = time.monotonic() + OPEN_TIMEOUT_S
+        deadline = time.monotonic() + open_timeout()
         pause = 0.05
         while True:
             pod = self.kube.find(self.kube.ns(CORE, "pods", name)) or {}
             phase = (pod.get("status") or {}).get("phase")
             if phase == "Running" and self._healthy():
                 return name
-            stuck = self.diagnose(self.kube, pod) if self.diagnose else None
-            if phase in ("Failed", "Succeeded") or not pod or (
-                    stuck and time.monotonic() > deadline - OPEN_TIMEOUT_S + 20):
-                self.close()
-                raise UserError(f"the PVC door pod {name} did not start: "
-                                f"{stuck or phase or 'deleted'}")
+            trouble = self.diagnose(self.kube, pod) if self.diagnose and pod else None
+            if trouble and trouble[0] or phase in ("Failed", "Succeeded") or not pod:
+                self.shut_door()
+                why = trouble[1] if trouble else (phase or "deleted")
+                raise UserError(f"the PVC door pod of {self.box} did not start: {why}")
             if time.monotonic() > deadline:
-                self.close()
-                raise UserError(f"the PVC door pod {name} was not serving after "
-                                f"{OPEN_TIMEOUT_S} s ({stuck or phase}); see `kubectl "
-                                f"describe pod {name} -n {self.kube.namespace}`")
+                self.shut_door()
+                why = trouble[1] if trouble else f"still {phase}"
+                raise UserError(f"the PVC door pod of {self.box} was not serving after "
+                                f"{open_timeout():.0f} s ({why}); rgt deleted it — see "
+                                f"`kubectl get events -n {self.kube.namespace}`")
             time.sleep(pause)
             pause = min(2.0, pause * 2)
 
@@ -103,6 +112,12 @@ class DoorTransport:
                                  headers=headers, **kw)
 
     def close(self) -> None:
+        """The door deleted, the API client closed: this transport is done."""
+        self.shut_door()
+        self.kube.close()
+
+    def shut_door(self) -> None:
+        """Delete the door pod (the API client stays usable; a later call opens a new one)."""
         if self.pod:
             # if this fails, its activeDeadlineSeconds ends it within the hour
             with contextlib.suppress(UserError):

@@ -1,0 +1,502 @@
+"""Kubernetes: a box is a namespace of a cluster plus a PersistentVolumeClaim; a run is a Job.
+
+    rgt up NAME --profile kubernetes --image REG/IMG@sha256:… [--context C] [--namespace N]
+                [--storage-class S | --claim EXISTING] [--disk 100G]
+
+`up` reads the user's kubeconfig as kubectl does, checks what rgt will need (the namespace,
+RBAC for jobs, pods, pods/log, pods/proxy, PVCs and events, a storage class that can bind the
+claim, GPUs allocatable per node), creates the claim and opens a door pod once to prove the
+image runs Python and the claim mounts — undoing the claim if anything fails, so nothing is
+left that `rgt ls` does not show.
+
+Code reaches the claim through the door (rgt.platforms.k8s.door: a tar through the API
+server's pod proxy); the image stays the environment, pinned by digest (U30). `run` submits a
+batch/v1 Job (a sweep: one Indexed Job) whose pods mount the claim where the door did, so
+`$RGT_CKPT_DIR`, the code, the log and the outputs all live on it; an evicted, preempted or lost
+pod is replaced by the Job controller and resumes from the checkpoint home. `watch` reads the
+Job, its pods and their events (rgt.platforms.k8s.diagnose: K8S1-K8S6); `logs` the pods' logs;
+`pull` fetches from the claim through a door; `down` deletes the Jobs and their pods, deletes
+the claim rgt created (the Iron Law already held), and says plainly that the cluster's nodes
+keep billing until they are scaled down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rgt.errors import UserError
+from rgt.platforms.base import Launched, Platform, Released, Request, refuse_unsupported
+from rgt.platforms.k8s.api import BATCH, CORE, STORAGE, ApiError, Kube
+from rgt.platforms.k8s.diagnose import image_failure, job_summary, pod_trouble
+from rgt.platforms.k8s.door import DoorTransport
+from rgt.platforms.k8s.kubeconfig import load_kubeconfig, resolve
+from rgt.platforms.k8s.manifests import (
+    BOX_LABEL,
+    DEFAULT_BACKOFF,
+    MANAGED,
+    PART_LABEL,
+    RUN_LABEL,
+    dns_name,
+    job_manifest,
+    label_value,
+    node_selector,
+    pod_script,
+    pvc_manifest,
+    require_digest,
+)
+from rgt.platforms.slurm import grid_cells, grid_command
+from rgt.profiles import load_profile
+from rgt.remote.layout import Layout, job_environment
+from rgt.spec import JobSpec
+from rgt.store import LIVE, Box, Run, Store
+from rgt.transport import TransferStats, Transport
+
+OPTIONS = ("context", "namespace", "kubeconfig", "storage_class", "claim", "access_mode",
+           "mount_path")
+ENV_CKPT_WRITE_S = "RGT_CKPT_WRITE_S"     # the checkpoint write time, when none is measured
+ENV_PULL_SECRET = "RGT_K8S_PULL_SECRET"   # imagePullSecrets for a private registry
+ENV_NODE_SELECTOR = "RGT_K8S_NODE_SELECTOR"
+ENV_TTL_S = "RGT_K8S_TTL_S"
+ENV_START_WAIT_S = "RGT_K8S_START_WAIT_S"
+DEFAULT_DISK = "50G"
+LOG_TAIL_LINES = 40
+# what rgt does in the namespace: (verb, resource, group, subresource)
+NEEDED = [("create", "jobs", "batch", ""), ("get", "jobs", "batch", ""),
+          ("delete", "jobs", "batch", ""), ("create", "persistentvolumeclaims", "", ""),
+          ("create", "pods", "", ""), ("list", "pods", "", ""), ("delete", "pods", "", ""),
+          ("get", "pods", "", "log"), ("get", "pods", "", "proxy"),
+          ("create", "pods", "", "proxy"), ("update", "pods", "", "proxy"),
+          ("list", "events", "", "")]
+
+
+def kube_for(box: Box) -> Kube:
+    conn = box.connection
+    creds = resolve(load_kubeconfig(conn.get("kubeconfig")), conn.get("context"),
+                    conn.get("namespace"))
+    return Kube(creds)
+
+
+class KubernetesPlatform(Platform):
+    name = "kubernetes"
+    supports = frozenset({"gpu", "cpus", "mem", "disk", "image", "time"})
+
+    # ------------------------------------------------------------------ reaching it
+
+    def connect(self, box: Box) -> Transport:
+        extra = box.extra
+        return DoorTransport(kube_for(box), box=box.name, claim=extra["claim"],
+                             mount_path=box.durable_dir, image=extra["image"],
+                             python=extra.get("python") or "python3",
+                             pull_secret=extra.get("pull_secret"), diagnose=pod_trouble)
+
+    # ------------------------------------------------------------------ rgt up
+
+    def provision(self, store: Store, request: Request) -> Box:
+        refuse_unsupported(self.profile, self.supports, request.resources)
+        opts = {k: v for k, v in request.options.items() if v not in (None, False, (), [])}
+        unknown = sorted(set(opts) - set(OPTIONS))
+        if unknown:
+            raise UserError(f"--{unknown[0].replace('_', '-')} does not apply to Kubernetes "
+                            f"(it takes --{', --'.join(o.replace('_', '-') for o in OPTIONS)})")
+        if request.target is not None:
+            raise UserError("a Kubernetes box is reached through the API (your kubeconfig), "
+                            "not SSH: drop --ssh/--host")
+        if request.data_dir and request.data_dir != (request.durable_dir or request.data_dir):
+            raise UserError("on Kubernetes everything of a run lives on the PVC: give one "
+                            "path (--durable-dir or --mount-path), not two")
+        image = require_digest(request.resources.image, "rgt up --image")
+        creds = resolve(load_kubeconfig(opts.get("kubeconfig")), opts.get("context"),
+                        opts.get("namespace"))
+        mount = opts.get("mount_path") or request.durable_dir or request.data_dir or \
+            load_profile(self.profile).overrides.get("DURABLE_DIR", "/checkpoints")
+        if not str(mount).startswith("/"):
+            raise UserError(f"--mount-path {mount!r} must be an absolute path in the pod")
+        say = request.on_wait
+        with Kube(creds) as kube:
+            self._check_namespace(kube)
+            self._check_access(kube)
+            gpus = self._gpu_capacity(kube, say)
+            claim = opts.get("claim")
+            if claim:
+                if kube.find(kube.ns(CORE, "persistentvolumeclaims", claim)) is None:
+                    raise UserError(f"--claim {claim}: no such PersistentVolumeClaim in "
+                                    f"namespace {kube.namespace}")
+            else:
+                self._check_storage_class(kube, opts.get("storage_class"))
+            box = Box(name=request.name, profile=self.profile,
+                      connection={"context": creds.context, "namespace": kube.namespace,
+                                  "server": creds.server,
+                                  **({"kubeconfig": str(Path(opts["kubeconfig"]).expanduser()
+                                                        .resolve())}
+                                     if opts.get("kubeconfig") else {})},
+                      data_dir=mount, durable_dir=mount, rate=request.rate, state="up",
+                      created=time.time())
+            created = not claim
+            claim = claim or dns_name("rgt", request.name)
+            box.extra = {"claim": claim, "claim_created": created, "image": image,
+                         "gpus_per_node": gpus, "storage_class": opts.get("storage_class"),
+                         "pull_secret": os.environ.get(ENV_PULL_SECRET) or None}
+            if created:
+                self._create_claim(kube, box, request, opts)
+        try:
+            box.extra.update(self._first_contact(box, say))
+        except BaseException:
+            if created:
+                self._undo_claim(store, box)
+            raise
+        store.add_box(box)
+        store.record("up", {"profile": self.profile, "context": box.connection["context"],
+                            "namespace": box.connection["namespace"], "claim": claim,
+                            "claim_created": created, "image": image, "gpus_per_node": gpus,
+                            "mount": mount}, box=box.name)
+        return box
+
+    @staticmethod
+    def _check_namespace(kube: Kube) -> None:
+        try:
+            kube.get(f"{CORE}/namespaces/{kube.namespace}")
+        except ApiError as err:
+            if err.code == 404:
+                raise UserError(f"namespace {kube.namespace!r} does not exist in context "
+                                f"{kube.creds.context}: pass --namespace (`kubectl get ns` "
+                                "lists them) or ask for one to be created") from None
+            if err.code != 403:  # a namespaced user may not read namespaces: fine
+                raise
+
+    @staticmethod
+    def _check_access(kube: Kube) -> None:
+        missing = []
+        try:
+            for verb, resource, group, sub in NEEDED:
+                allowed, _ = kube.can_i(verb, resource, group, sub)
+                if not allowed:
+                    what = f"{resource}/{sub}" if sub else resource
+                    missing.append(f"{verb} {what}{'.' + group if group else ''}")
+        except ApiError as err:
+            if err.code in (403, 404):
+                return  # no SelfSubjectAccessReview here: the first refusal will say it
+            raise
+        if missing:
+            raise UserError(f"RBAC: user {kube.creds.user or '?'} may not "
+                            f"{', '.join(missing)} in namespace {kube.namespace} (context "
+                            f"{kube.creds.context}); rgt needs them to run Jobs on a PVC — ask "
+                            "the cluster admin for a Role (check: `kubectl auth can-i create "
+                            f"jobs -n {kube.namespace}`)")
+
+    @staticmethod
+    def _gpu_capacity(kube: Kube, say) -> dict[str, int] | None:
+        try:
+            nodes = kube.get(f"{CORE}/nodes").get("items") or []
+        except ApiError as err:
+            if err.code == 403:
+                say("cannot list nodes (a cluster-scoped read this user lacks): GPU capacity "
+                    "unknown until a pod is scheduled")
+                return None
+            raise
+        gpus = {n["metadata"]["name"]: int(
+            str(((n.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", 0))
+            or 0) for n in nodes if isinstance(n, dict) and n.get("metadata")}
+        if not any(gpus.values()):
+            say("no node advertises nvidia.com/gpu: a GPU job will stay Pending (K8S1 — is "
+                "the NVIDIA device plugin running? `kubectl get ds -n kube-system`)")
+        return gpus
+
+    @staticmethod
+    def _check_storage_class(kube: Kube, wanted: str | None) -> None:
+        try:
+            classes = kube.get(f"{STORAGE}/storageclasses").get("items") or []
+        except ApiError as err:
+            if err.code == 403:
+                return  # cannot look: the door's wait for the claim will tell
+            raise
+        names = [c["metadata"]["name"] for c in classes]
+        if wanted and wanted not in names:
+            raise UserError(f"--storage-class {wanted}: no such storage class (this cluster "
+                            f"has: {', '.join(names) or 'none'})")
+        default = [c["metadata"]["name"] for c in classes
+                   if (c["metadata"].get("annotations") or {}).get(
+                       "storageclass.kubernetes.io/is-default-class") == "true"]
+        if not wanted and not default:
+            raise UserError("no default storage class: rgt's PVC would stay Pending forever; "
+                            "pass --storage-class NAME (this cluster has: "
+                            f"{', '.join(names) or 'none'}) or --claim with an existing PVC")
+
+    @staticmethod
+    def _create_claim(kube: Kube, box: Box, request: Request, opts: dict) -> None:
+        manifest = pvc_manifest(box.extra["claim"], box.name,
+                                request.resources.disk or DEFAULT_DISK,
+                                storage_class=opts.get("storage_class"),
+                                access_mode=opts.get("access_mode") or "ReadWriteOnce")
+        try:
+            kube.create(kube.ns(CORE, "persistentvolumeclaims"), manifest)
+        except ApiError as err:
+            if err.code == 409:
+                raise UserError(f"a PVC named {box.extra['claim']} already exists in "
+                                f"{kube.namespace} (an earlier box's?): reuse it with --claim "
+                                f"{box.extra['claim']}, or delete it") from None
+            raise
+
+    def _first_contact(self, box: Box, say) -> dict[str, Any]:
+        """Open a door once: the claim binds and mounts, the image has Python >= 3.8."""
+        say(f"checking the image and the PVC {box.extra['claim']} with a short-lived pod")
+        transport = self.connect(box)
+        try:
+            found = transport.run(
+                'p=$(command -v python3 || command -v python) && "$p" -c "import sys; '
+                "print('%d.%d.%d' % sys.version_info[:3], sys.executable)\"", check=False,
+                timeout=60)
+            words = found.stdout.split()
+            version = tuple(int(x) for x in words[0].split(".")) if words else ()
+            if not found.ok or version < (3, 8):
+                raise UserError(f"the image {box.extra['image']} has no Python 3.8+ for rgt's "
+                                f"door and on-box scripts ({found.stderr.strip() or words}); "
+                                "use an image with python3")
+            transport.run(f"mkdir -p {shlex.quote(box.durable_dir + '/rgt')}", timeout=60)
+        finally:
+            transport.close()
+        return {"python": words[1], "python_version": words[0]}
+
+    @staticmethod
+    def _undo_claim(store: Store, box: Box) -> None:
+        try:
+            with kube_for(box) as kube:
+                kube.delete(kube.ns(CORE, "persistentvolumeclaims", box.extra["claim"]))
+        except UserError as err:  # keep it visible: `rgt ls` shows the box, `down` removes it
+            box.extra["note"] = f"up failed; the PVC could not be removed: {err}"
+            store.add_box(box)
+
+    # ------------------------------------------------------------------ rgt run
+
+    def dependency_on(self, earlier: Run) -> str:
+        """Kubernetes Jobs have no dependencies; having this method is what lets sweeps (an
+        Indexed Job) through, so `--after` is refused here by name."""
+        raise UserError("--after: Kubernetes Jobs cannot wait for one another; run the next "
+                        f"stage once `rgt watch {earlier.box} {earlier.id} --until-done` exits 0")
+
+    def render(self, box: Box, spec: JobSpec, run_id: str, *,
+               dependency: str | None = None) -> str:
+        layout = Layout.of(box, run_id, spec)
+        return yaml.safe_dump(self._job(box, spec, layout, None), sort_keys=False)
+
+    def _job(self, box: Box, spec: JobSpec, layout: Layout, write_s: float | None) -> dict:
+        refuse_unsupported(self.profile, self.supports | {"nodes"}, spec.resources)
+        image = require_digest(spec.resources.image or box.extra.get("image"),
+                               "resources.image")
+        env = job_environment(spec, load_profile(box.profile), layout)
+        env.update(RGT_LOG=f"{layout.run_dir}/log", RGT_CODE_DIR=layout.code,
+                   PYTHONUNBUFFERED="1")
+        cells = grid_cells(spec.grid) if spec.grid else None
+        command = grid_command(spec.run, spec.grid) if spec.grid else spec.run
+        script = pod_script(run=command, setup=spec.setup, outputs=spec.outputs, cells=cells,
+                            lib=layout.lib)
+        r = spec.resources
+        try:
+            ttl = int(spec.env.get(ENV_TTL_S) or 7 * 24 * 3600)
+        except ValueError:
+            raise UserError(f"{ENV_TTL_S} must be a number of seconds") from None
+        return job_manifest(
+            name=dns_name("rgt", layout.run_id), box=box.name, run_id=layout.run_id,
+            image=image, script=script, env=env, claim=box.extra["claim"],
+            mount_path=box.durable_dir, gpus=r.gpu_count, cpus=r.cpus, mem=r.mem,
+            nodes=r.nodes, time_limit=r.time, ckpt_write_s=write_s,
+            backoff_limit=spec.recover.max_restarts if spec.recover else DEFAULT_BACKOFF,
+            ttl_s=ttl, cells=len(cells) if cells else None, max_parallel=spec.max_parallel,
+            selector=node_selector(spec.env.get(ENV_NODE_SELECTOR, "")) or None,
+            pull_secret=box.extra.get("pull_secret"))
+
+    def launch(self, transport: Transport, box: Box, spec: JobSpec, layout: Layout, *,
+               dependency: str | None = None) -> Launched:
+        assert isinstance(transport, DoorTransport)
+        kube = transport.kube
+        write_s = measured_write_s(transport, layout.ckpt, spec.env.get(ENV_CKPT_WRITE_S))
+        manifest = self._job(box, spec, layout, write_s)
+        name = manifest["metadata"]["name"]
+        notes = [f"SIGTERM lead (terminationGracePeriodSeconds): "
+                 f"{manifest['spec']['template']['spec']['terminationGracePeriodSeconds']} s"
+                 + (f", from the measured checkpoint write of {write_s:.1f} s" if write_s
+                    is not None else " (no checkpoint measured yet; set RGT_CKPT_WRITE_S)")]
+        if spec.resources.gpu and ":" in spec.resources.gpu and not spec.env.get(
+                ENV_NODE_SELECTOR):
+            notes.append(f"the GPU model in {spec.resources.gpu!r} is not enforced: node labels "
+                         f"differ per cluster; pin it with {ENV_NODE_SELECTOR}=label=value")
+        # the door holds a ReadWriteOnce claim until it is gone: close it before the Job's pod
+        transport.shut_door()
+        kube.create(kube.ns(BATCH, "jobs"), manifest)
+        status = self._first_pod(kube, name, layout.run_id, notes)
+        info = {"kind": "kubernetes", "job": name, "namespace": kube.namespace,
+                "cells": len(spec.grid and grid_cells(spec.grid)) or None,
+                "log": f"{layout.run_dir}/log"}
+        return Launched(detach=f"k8s-job:{name}", platform_run=info, status=status,
+                        notes=notes)
+
+    @staticmethod
+    def _first_pod(kube: Kube, job: str, run_id: str, notes: list[str]) -> str:
+        """Wait a little for the first pod: an image that cannot be pulled is the user's
+        mistake (exit 2, the Job deleted), a pod Pending for GPUs may wait for the autoscaler."""
+        try:
+            wait_s = float(os.environ.get(ENV_START_WAIT_S) or 20)
+        except ValueError:
+            wait_s = 20.0
+        deadline = time.monotonic() + wait_s
+        while True:
+            pods = kube.items(CORE, "pods", labels=f"{RUN_LABEL}={label_value(run_id)}")
+            for pod in pods:
+                failure = image_failure(pod)
+                if failure:
+                    kube.delete(kube.ns(BATCH, "jobs", job))
+                    raise UserError(f"the Job's image cannot be pulled: {failure} — K8S3; rgt "
+                                    "deleted the Job. Push the image, check its digest, or "
+                                    f"set {ENV_PULL_SECRET} for a private registry")
+                if (pod.get("status") or {}).get("phase") in ("Running", "Succeeded"):
+                    return "running"
+            if time.monotonic() > deadline:
+                trouble = pod_trouble(kube, pods[-1]) if pods else None
+                if trouble:
+                    notes.append(f"the first pod is waiting: {trouble[1]}")
+                return "starting"
+            time.sleep(0.2)
+
+    # ------------------------------------------------------------------ rgt watch / logs
+
+    def _pods(self, kube: Kube, run: Run, cell: int | None = None) -> list[dict[str, Any]]:
+        labels = f"{RUN_LABEL}={label_value(run.id)},{PART_LABEL}=job"
+        if cell is not None:
+            labels += f",batch.kubernetes.io/job-completion-index={cell}"
+        pods = kube.items(CORE, "pods", labels=labels)
+        return sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
+
+    def state(self, store: Store, box: Box, run: Run, transport: Transport) -> dict[str, Any]:
+        kube = transport.kube if isinstance(transport, DoorTransport) else kube_for(box)
+        info = run.spec.get("platform_run") or {}
+        job = kube.find(kube.ns(BATCH, "jobs", str(info.get("job") or "")))
+        pods = self._pods(kube, run) if job is not None else []
+        events: list[dict[str, Any]] = []
+        for name in [p["metadata"]["name"] for p in pods[-4:]] + ([info["job"]] if job else []):
+            with contextlib.suppress(ApiError):
+                events += kube.items(CORE, "events", fields=f"involvedObject.name={name}")
+        tail: list[str] = []
+        if pods:
+            with contextlib.suppress(ApiError):
+                tail = kube.log(pods[-1]["metadata"]["name"],
+                                tail_lines=LOG_TAIL_LINES).splitlines()
+        return job_summary(job, pods, events, tail, last_status=run.status)
+
+    def logs(self, transport: Transport, box: Box, run: Run, *, lines: int | None = None,
+             cell: int | None = None, since_byte: int | None = None) -> str:
+        """The pods' logs, oldest pod first (an evicted pod's log goes with its pod object;
+        every attempt's log is also on the PVC, RUN_DIR/log, which `rgt pull` fetches)."""
+        cells = (run.spec.get("platform_run") or {}).get("cells") or 0
+        if cell is not None and not 0 <= cell < cells:
+            raise UserError(f"run {run.id} has no cell {cell}"
+                            + (f" (cells 0-{cells - 1})" if cells else " (it is not a sweep)"))
+        if lines is not None and lines < 0:
+            raise UserError(f"--tail/-n takes a number of lines >= 0, not {lines}")
+        kube = transport.kube if isinstance(transport, DoorTransport) else kube_for(box)
+        text = ""
+        for pod in self._pods(kube, run, cell):
+            with contextlib.suppress(ApiError):  # still waiting to start: no log yet
+                text += kube.log(pod["metadata"]["name"])
+        if since_byte is not None:
+            return text.encode()[int(since_byte):].decode(errors="replace")
+        if lines is not None:
+            return "\n".join(text.splitlines()[-lines:]) + ("\n" if lines else "")
+        return text
+
+    # ------------------------------------------------------------------ rgt pull
+
+    def fetch(self, transport: Transport, box: Box, run: Run, remote: str, local: Path, *,
+              progress: Any = None) -> TransferStats:
+        """From the PVC through a door: resumable per file; `rgt pull` verifies what came."""
+        return transport.get(remote, local, progress=progress)
+
+    # ------------------------------------------------------------------ rgt down
+
+    def stops_meter(self, box: Box) -> bool:
+        return True
+
+    def release(self, store: Store, box: Box) -> Released:
+        """Delete the box's Jobs (their pods go with them), any door left behind, and the PVC
+        rgt created; the nodes are the cluster's and keep billing — said plainly."""
+        selector = f"{BOX_LABEL}={label_value(box.name)}," + ",".join(
+            f"{k}={v}" for k, v in MANAGED.items())
+        done = []
+        with kube_for(box) as kube:
+            jobs = kube.items(BATCH, "jobs", labels=selector)
+            for job in jobs:
+                kube.delete(kube.ns(BATCH, "jobs", job["metadata"]["name"]))
+            doors = kube.items(CORE, "pods", labels=f"{selector},{PART_LABEL}=door")
+            for pod in doors:
+                kube.delete(kube.ns(CORE, "pods", pod["metadata"]["name"]))
+            done.append(f"deleted {len(jobs)} Job(s) and their pods"
+                        + (f", {len(doors)} door pod(s)" if doors else ""))
+            claim = box.extra.get("claim")
+            still = [("the cluster's GPU nodes: deleting a Job frees the pod, not the machine; "
+                      "they bill until the autoscaler removes them or you scale the node pool "
+                      "down (scale-down-node-pool)")]
+            if box.extra.get("claim_created") and claim:
+                kube.delete(kube.ns(CORE, "persistentvolumeclaims", claim))
+                done.append(f"deleted the PVC {claim} rgt created (`down` ran: its results "
+                            "were pulled and verified, or you gave them up)")
+            elif claim:
+                done.append(f"kept the PVC {claim} (yours: rgt did not create it)")
+                still.append(f"the PVC {claim}'s volume, at the storage class's price, until "
+                             "you delete it")
+        for run in store.runs(box.name):
+            if run.status in LIVE:
+                store.update_run(run.id, status="cancelled")
+        store.update_box(box.name, extra={**box.extra, "still_billing": still})
+        return Released("; ".join(done) + ". The nodes keep billing until the node pool is "
+                        "scaled down — rgt cannot do that", still_billing=still)
+
+    # ------------------------------------------------------------------ rgt audit
+
+    def audit_extras(self, transport: Transport, box: Box) -> dict[str, Any]:
+        kube = transport.kube if isinstance(transport, DoorTransport) else kube_for(box)
+        verdicts = []
+        pvc = kube.find(kube.ns(CORE, "persistentvolumeclaims", box.extra["claim"])) or {}
+        phase = (pvc.get("status") or {}).get("phase", "missing")
+        modes = (pvc.get("spec") or {}).get("accessModes") or []
+        verdicts.append({"level": "ok" if phase == "Bound" else "warn", "id": "K8S",
+                         "message": f"PVC {box.extra['claim']}: {phase}, {', '.join(modes)}"})
+        if "ReadWriteOnce" in modes:
+            verdicts.append({"level": "ok", "id": "K8S4", "message": "ReadWriteOnce: one node "
+                             "at a time — fine for one pod; a replacement pod on another node "
+                             "waits for the detach (Multi-Attach) before it starts"})
+        gpus = box.extra.get("gpus_per_node")
+        with contextlib.suppress(ApiError):
+            gpus = self._gpu_capacity(kube, lambda _: None)
+        if gpus is not None and not any(gpus.values()):
+            verdicts.append({"level": "warn", "id": "K8S1", "message": "no node advertises "
+                             "nvidia.com/gpu: GPU pods stay Pending (device plugin down?)"})
+        return {"kubernetes": {"gpus_per_node": gpus, "pvc": {"phase": phase, "modes": modes},
+                               "verdicts": verdicts}}
+
+
+def measured_write_s(transport: Transport, home: str, override: str | None) -> float | None:
+    """The checkpoint write time rgt.ckpt measured (`write_s` in the newest sidecars of the
+    job's checkpoint home), or the spec's RGT_CKPT_WRITE_S; None when neither says."""
+    if override:
+        try:
+            return max(0.0, float(override))
+        except ValueError:
+            raise UserError(f"{ENV_CKPT_WRITE_S} must be seconds, not {override!r}") from None
+    quoted = shlex.quote(home)
+    out = transport.run(f"ls -t {quoted}/*.json 2>/dev/null | head -n 5 | "
+                        'while read -r f; do head -c 4096 "$f"; echo; done', check=False,
+                        timeout=60).stdout
+    times = []
+    for line in out.splitlines():  # the box wrote these: numbers in a sane range, or nothing
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            value = float(json.loads(line).get("write_s"))
+            if 0 <= value <= 24 * 3600:
+                times.append(value)
+    return max(times) if times else None
+
