@@ -11,6 +11,7 @@ import base64
 import hashlib
 import io
 import json
+import pprint
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,7 +128,7 @@ def build_notebook(spec: Any, run_id: str, source: CodeSource, *,
         f"`rgt watch` and `rgt pull` read them through your Drive sync folder.")
     cells = [
         _cell("markdown", intro),
-        _cell("code", "RGT_CONFIG = " + json.dumps(config, indent=1, sort_keys=True) + "\n",
+        _cell("code", "RGT_CONFIG = " + pprint.pformat(config, width=100) + "\n",
               metadata={"jupyter": {"source_hidden": True}}),
         _cell("code", RUNTIME.read_text(encoding="utf-8"),
               metadata={"jupyter": {"source_hidden": True}}),

@@ -1,0 +1,174 @@
+"""Kaggle through the official `kaggle` client (kaggle==2.2.4, kagglesdk==0.1.37 tested).
+
+`kernel_folder` writes what `kaggle kernels push -p DIR` reads: kernel-metadata.json with the
+accelerator and internet switches set explicitly (never inherited: NB3) and the script kernel
+(rgt.onbox.kaggle_kernel with the job's code and rgt.ckpt embedded). `KaggleClient` wraps the
+client's KaggleApi: push, status, output, quota, each failure one UserError.
+
+The client reads its credentials itself: KAGGLE_USERNAME + KAGGLE_KEY, kaggle.json in
+KAGGLE_CONFIG_DIR (default ~/.kaggle or ~/.config/kaggle), or KAGGLE_API_TOKEN.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import pprint
+import re
+from pathlib import Path
+from typing import Any
+
+from rgt.errors import UserError
+from rgt.platforms.notebook_build import _tar_gz, bundle_workdir, ckpt_library
+
+RUNTIME = Path(__file__).resolve().parent.parent / "onbox" / "kaggle_kernel.py"
+SCRIPT = "rgt-kernel.py"
+WORKING_LIMIT = 20 * 10**9  # /kaggle/working (kaggle profile: storage.working.cap)
+MAX_EMBEDDED = 1 << 20  # the code travels inside the script; bigger belongs in a dataset
+# Accelerator names the client documents (kaggle 2.2.x `--accelerator` help); P100 is retired.
+SHAPES = {"T4": "NvidiaTeslaT4"}
+SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{3,49}$")
+
+
+def machine_shape(gpu: str | None) -> str | None:
+    if not gpu:
+        return None
+    model, _, count = gpu.partition(":")
+    shape = SHAPES.get(model.upper())
+    if shape is None or int(count or 1) > 2:
+        raise UserError(f"Kaggle cannot honour resources.gpu {gpu!r}: its sessions offer "
+                        "T4:1 or T4:2 (P100 is retired and runs on a T4); use gpu: T4")
+    return shape
+
+
+def kernel_slug(job: str, attempt: int) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", f"rgt-{job}".lower()).strip("-")[:40]
+    slug = base if attempt == 1 else f"{base}-a{attempt}"
+    if not SLUG.match(slug):
+        raise UserError(f"cannot make a Kaggle kernel slug from job name {job!r}")
+    return slug
+
+
+def kernel_folder(spec: Any, run_id: str, *, owner: str, attempt: int, dest: Path,
+                  budget_s: float | None, grace_s: float, previous: str | None = None,
+                  working_limit: int = WORKING_LIMIT) -> dict:
+    """Write kernel-metadata.json and the script into `dest`; return the metadata."""
+    if spec.secrets:
+        raise UserError(f"secrets ({', '.join(spec.secrets)}) cannot be pushed inside a Kaggle "
+                        "kernel: add them as Kaggle Secrets (Add-ons > Secrets) and read them "
+                        "with kaggle_secrets.UserSecretsClient, then drop `secrets:`")
+    shape = machine_shape(spec.resources.gpu)
+    code, _ = bundle_workdir(spec.workdir, spec.exclude)
+    if len(code) > MAX_EMBEDDED:
+        raise UserError(f"the workdir bundles to {len(code) >> 10} KiB; rgt embeds at most "
+                        f"{MAX_EMBEDDED >> 10} KiB of code in a Kaggle kernel: move data out of "
+                        "the workdir (download it in `setup`) or list it under `exclude`")
+    config = {
+        "job": spec.name, "run_id": run_id, "attempt": attempt, "setup": spec.setup,
+        "run": spec.run, "env": dict(spec.env), "outputs": list(spec.outputs),
+        "gpu": spec.resources.gpu, "budget_s": budget_s, "grace_s": grace_s,
+        "working_limit_bytes": working_limit,
+        "code": base64.b64encode(code).decode(),
+        "lib": base64.b64encode(_tar_gz(ckpt_library())).decode(),
+    }
+    slug = kernel_slug(spec.name, attempt)
+    script = ("# rgt: job " + spec.name + ", run " + run_id + f", attempt {attempt}\n"
+              "RGT_CONFIG = " + pprint.pformat(config, width=100) + "\n\n"
+              + RUNTIME.read_text(encoding="utf-8")
+              + "\n\nif __name__ == '__main__':\n    sys.exit(main(RGT_CONFIG))\n")
+    meta = {
+        "id": f"{owner}/{slug}", "title": slug, "code_file": SCRIPT, "language": "python",
+        "kernel_type": "script", "is_private": True,
+        "enable_gpu": shape is not None, "enable_internet": True,
+        "kernel_sources": [previous] if previous else [],
+        "dataset_sources": [], "competition_sources": [],
+    }
+    if shape:
+        meta["machine_shape"] = shape
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / SCRIPT).write_text(script, encoding="utf-8")
+    (dest / "kernel-metadata.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    return meta
+
+
+class KaggleClient:
+    """The official client, imported and authenticated on first use."""
+
+    def __init__(self) -> None:
+        self._api: Any = None
+
+    @property
+    def api(self) -> Any:
+        if self._api is None:
+            noise = io.StringIO()  # the client prints help on import and on a failed login
+            try:
+                with contextlib.redirect_stdout(noise), contextlib.redirect_stderr(noise):
+                    from kaggle.api.kaggle_api_extended import KaggleApi
+
+                    api = KaggleApi()
+                    api.authenticate()
+            except ImportError:
+                raise UserError("Kaggle needs the official client: pip install 'kaggle==2.2.4'"
+                                ) from None
+            except SystemExit:
+                raise UserError("no Kaggle credentials: set KAGGLE_USERNAME and KAGGLE_KEY "
+                                "(or KAGGLE_API_TOKEN), or put kaggle.json from kaggle.com/"
+                                "settings > API into ~/.kaggle; nothing was pushed") from None
+            self._api = api
+        return self._api
+
+    @property
+    def username(self) -> str:
+        return str(self.api.config_values.get("username") or "")
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        noise = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(noise):
+                return fn(*args, **kwargs)
+        except ValueError as err:
+            raise UserError(f"Kaggle refused {what}: {err}") from None
+        except Exception as err:  # noqa: BLE001 - requests' HTTPError and friends
+            response = getattr(err, "response", None)
+            code = getattr(response, "status_code", None)
+            detail = str(err).splitlines()[0][:300] if str(err) else type(err).__name__
+            if code == 401:
+                raise UserError(f"Kaggle refused {what}: the credentials were not accepted "
+                                "(401); make a new API token at kaggle.com/settings") from None
+            raise UserError(f"Kaggle refused {what}: {detail}"
+                            + (f" (HTTP {code})" if code else "")) from None
+
+    def push(self, folder: Path) -> tuple[str, int | None]:
+        response = self._call("the kernel push", self.api.kernels_push, str(folder))
+        if getattr(response, "error", None):
+            raise UserError(f"Kaggle rejected the kernel push: {response.error}; nothing runs "
+                            "and nothing was lost (the code is still here)")
+        invalid = [s for s in getattr(response, "invalid_kernel_sources", []) or []]
+        if invalid:
+            raise UserError(f"Kaggle rejected the kernel push: unknown kernel sources {invalid}")
+        return response.ref, response.version_number
+
+    def status(self, ref: str) -> tuple[str, str | None]:
+        response = self._call("the status request", self.api.kernels_status, ref)
+        status = response.status
+        return getattr(status, "name", str(status)).lower(), response.failure_message
+
+    def output(self, ref: str, dest: Path) -> list[str]:
+        files, _ = self._call("the output download", self.api.kernels_output, ref, str(dest),
+                              force=True, quiet=True)
+        return files
+
+    def quota(self) -> dict[str, Any]:
+        response = self._call("the quota request", self.api.quota_view)
+        gpu = response.gpu_quota
+        if gpu is None:
+            return {}
+        used = gpu.time_used.total_seconds() if gpu.time_used is not None else 0.0
+        allowed = (gpu.total_time_allowed.total_seconds()
+                   if gpu.total_time_allowed is not None else None)  # timedelta(0) is falsy
+        return {"gpu_used_s": used, "gpu_allowed_s": allowed,
+                "gpu_left_s": None if allowed is None else max(0.0, allowed - used),
+                "refresh": response.quota_refresh_time.isoformat()
+                if response.quota_refresh_time else None}
