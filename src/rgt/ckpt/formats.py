@@ -185,10 +185,8 @@ def check_file(path: Path, kind: str, *, hashed: bool = False, load: bool = True
     except OSError as err:
         return Verdict(path, kind, False, (), f"cannot read: {clean(err)}")
     if kind == "rgt.ckpt":
-        if hashed and not path.with_suffix(".json").exists():
-            # a save cut short before its sidecar: the manifest vouches for the bytes, so it
-            # is checked as the torch file it is (pull); `ckpt verify` calls it incomplete
-            return _check_torch(path, "torch", base, load, size)
+        if not path.with_suffix(".json").exists():
+            return _check_sidecarless(path, base, load, size, hashed)
         return _check_rgt(path, load) if deep else _check_rgt_size(path, size)
     if kind == "safetensors":
         problem, note = check_safetensors(path)
@@ -212,6 +210,24 @@ def check_file(path: Path, kind: str, *, hashed: bool = False, load: bool = True
 
 
 # --------------------------------------------------------------------------- rgt.ckpt
+
+
+def _check_sidecarless(path: Path, base: tuple[str, ...], load: bool, size: int,
+                       hashed: bool) -> Verdict:
+    """A `ckpt-N.pt` with no sidecar: another writer chose rgt's name, or an rgt save stopped
+    between its data file and its sidecar. Either way the bytes are whatever torch file they
+    are, and are checked as one; the verdict says there was no sidecar instead of calling a
+    file rgt never wrote damaged for lacking it. (pull: the manifest vouches for the bytes.)"""
+    verdict = _check_torch(path, "torch", base, load, size)
+    if hashed:
+        return verdict
+    step = verdict.step
+    if step is None and (named := _SIDE_NAME.match(path.name)):
+        step = int(named.group(1))
+    return Verdict(path, "torch", verdict.ok, verdict.checked,
+                   f"no sidecar {path.with_suffix('.json').name}, so not an rgt.ckpt save; "
+                   f"as a torch file: {verdict.note}", step=step, bytes=verdict.bytes,
+                   loaded=verdict.loaded)
 
 
 def _check_rgt(path: Path, load: bool) -> Verdict:

@@ -97,6 +97,11 @@ def verify(
         raise CheckpointNotFoundError(
             f"{path} is a directory of no known checkpoint layout; list what it holds with "
             f"`rgt ckpt ls {path}`")
+    if not path.is_dir() and formats.kind_of(path) is None:  # neither OK nor DAMAGED: unknown
+        raise CheckpointNotFoundError(
+            f"{path} is not a checkpoint of a format rgt checks (rgt.ckpt ckpt-N.pt, torch "
+            ".pt/.pth/.bin, Lightning .ckpt, .safetensors, an HF checkpoint-N or DCP "
+            "directory); nothing was checked")
     v = formats.check(path, load=not no_load)
     loads = {True: "yes", False: "no", None: "not tried"}[v.loaded]
     if v.parts and v.loaded is None:

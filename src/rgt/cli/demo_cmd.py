@@ -129,7 +129,9 @@ def _lifecycle(store: Store, box, spec, steps: int, keep: bool, workdir: Path,
     report = pull.pull(store, name, run.id, dest)
     if not report["ok"]:
         raise UserError("pull did not verify: " + "; ".join(report["problems"]), exit_code=1)
-    loaded = sum(1 for f in report["files"] if f.get("loads"))
+    # Checkpoints are pull's checkpoint units (a rgt.ckpt file with its sidecar is one), not
+    # every file that parsed: sidecars and metrics JSON are files, not checkpoints.
+    loaded = sum(1 for unit in report.get("checkpoints") or [] if "load" in unit["checked"])
     console.print(f"[green]✓[/] {report['counts']['files']} files re-hashed, {loaded} checkpoints "
                   f"loaded → {escape(str(dest))}")
 
