@@ -258,7 +258,8 @@ def rent(
 
 @app.command("cloud-status")
 def cloud_status(
-    name: Annotated[str, typer.Argument(help="A box rented through `rgt up` (Lambda, vast.ai).")],
+    name: Annotated[str, typer.Argument(help="A box rented through `rgt up` (Lambda, vast.ai, "
+                                             "RunPod).")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
 ) -> None:
     """What the platform's API says about a rented box's instance, and what it means."""
@@ -272,6 +273,10 @@ def cloud_status(
         from rgt.platforms.vastai import instance_status as vast_instance_status
 
         status = vast_instance_status(store, box)
+    elif box.profile == "runpod":
+        from rgt.platforms.runpod import pod_status
+
+        status = pod_status(store, box)  # also records a moved SSH port (RP6)
     else:
         raise UserError(f"box {name!r} ({box.profile}) was not rented through an API")
     if as_json:

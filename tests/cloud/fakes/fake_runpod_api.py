@@ -270,6 +270,19 @@ class FakeRunPod(FakeApi):
         self.volumes[vol["id"]] = vol
         return vol
 
+    def add_pod(self, name: str = "rp", *, gpu: int = 0, count: int = 1,
+                volume: str | None = None, disk_gb: int = 50) -> dict[str, Any]:
+        """A pod created as `POST /v2/pods` would, already RUNNING (tests that need no boot)."""
+        mounts = ({"network": [{"volumeId": volume, "path": "/workspace"}]} if volume
+                  else {"persistent": {"size": disk_gb, "path": "/workspace"}})
+        status, pod = self._create({"name": name, "image": "img", "ports": ["22/tcp"],
+                                    "startSsh": True, "mounts": mounts,
+                                    "gpu": {"id": self.gpus[gpu]["id"], "count": count}})
+        assert status == 201, pod
+        for _ in range(self.boot_polls + 1):
+            self._get(self.pods[pod["id"]])
+        return self.pods[pod["id"]]
+
     def stop_by_platform(self, pod_id: str) -> None:
         """RunPod stops the pod itself (spot reclaimed, balance ran low): EXITED."""
         self._stop(self.pods[pod_id])
