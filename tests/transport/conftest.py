@@ -22,13 +22,13 @@ def ssh(sshd_server: SshServer):  # noqa: F811  (the fixture imported above)
 
 @pytest.fixture
 def transfer_attempts(monkeypatch) -> list[list[str]]:
-    """The far-side argv of every attempt a transfer makes (retries included), in order."""
+    """The far-side argv of every session a transfer starts (retries included), in order."""
     seen: list[list[str]] = []
-    real = transfer._run_attempt
+    real = transfer._start
 
-    def counted(argv, **kwargs):
+    def counted(argv, stderr):
         seen.append(list(argv))
-        return real(argv, **kwargs)
+        return real(argv, stderr)
 
-    monkeypatch.setattr(transfer, "_run_attempt", counted)
+    monkeypatch.setattr(transfer, "_start", counted)
     return seen

@@ -59,8 +59,9 @@ class LocalTransport:
 
     where = "localhost"
 
-    def __init__(self, *, python: str = "python3", bwlimit: int = 0) -> None:
+    def __init__(self, *, python: str = "python3", bwlimit: int = 0, streams: int = 0) -> None:
         self.bwlimit = bwlimit  # bytes/s, 0 for no limit
+        self.streams = streams  # parallel streams per transfer; 0: chosen per link
         self.python = python  # the interpreter for rgt's on-box scripts (found at `up`)
 
     def run(
@@ -129,13 +130,11 @@ class LocalTransport:
     ) -> TransferStats:
         # The far side is this very interpreter: the local box needs no python3 on PATH.
         far = far_command(sys.executable, "receive" if upload else "send",
-                          str(dest if upload else source),
-                          exclude=() if upload else exclude, bwlimit=self.bwlimit)
+                          str(dest if upload else source), bwlimit=self.bwlimit)
         return move(far, local_role="send" if upload else "receive",
                     root=source if upload else dest, what=f"copying {source} to {dest}",
-                    timeout=timeout, retries=retries, progress=progress,
-                    exclude=exclude if upload else (), bwlimit=self.bwlimit,
-                    python=sys.executable)
+                    timeout=timeout, retries=retries, progress=progress, exclude=exclude,
+                    bwlimit=self.bwlimit, python=sys.executable, streams=self.streams)
 
     def close(self) -> None:
         pass

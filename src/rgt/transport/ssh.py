@@ -239,8 +239,10 @@ class SshTransport:
         control_persist: int = CONTROL_PERSIST,
         bwlimit: int = 0,
         python: str = "python3",
+        streams: int = 0,
     ) -> None:
         self.target = target
+        self.streams = streams  # parallel streams per transfer; 0: chosen per link
         self.python = python  # the box's interpreter for rgt's on-box scripts (found at `up`)
         self.known_hosts = Path(known_hosts)
         self.connect_timeout = connect_timeout
@@ -283,9 +285,12 @@ class SshTransport:
             self._hop_marks = log_sizes(self._hop_log, len(self._hops))
 
     def _build(self, hops: list[Hop], strict: str, *,
-               probe: dict[str, Path] | None = None) -> list[str]:
+               probe: dict[str, Path] | None = None, shared: bool = True) -> list[str]:
         """The ssh command line. `probe` (first contact without accept-new): the known_hosts
-        names to learn, each with the scratch file ssh records its key in; no master."""
+        names to learn, each with the scratch file ssh records its key in; no master.
+        `shared=False`: a connection of its own, not the master's (a transfer's extra
+        streams: channels of one connection share its TCP window and its one ssh process)."""
+        own = probe is not None or not shared
         t = self.target
         argv = ["ssh"]
         if t.config_file is not None:
@@ -299,7 +304,7 @@ class SshTransport:
         ]
         if scratch:  # learn the key from this host alone, never lean on a system-wide one
             argv += ["-o", "GlobalKnownHostsFile=/dev/null"]
-        if probe is None:
+        if not own:
             argv += ["-o", "ControlMaster=auto", "-o", f"ControlPath={self.control_path}"]
         else:
             argv += ["-o", "ControlMaster=no", "-o", "ControlPath=none"]
@@ -315,7 +320,7 @@ class SshTransport:
                 log=self._hop_log)]
         for option in t.options:
             argv += ["-o", option]
-        if probe is None:
+        if not own:
             argv += ["-o", f"ControlPersist={self.control_persist}"]
         argv += [
             "-o", "ServerAliveInterval=15",
@@ -451,15 +456,20 @@ class SshTransport:
 
     def _move(self, local_role: str, local: Path, remote: str, what: str, timeout: float,
               retries: int, progress: Progress | None, exclude: Sequence[str]) -> TransferStats:
-        """rgt's engine at both ends of one ssh session (over the shared master): it needs
-        only the box's Python, and the user's login shell, not bash, starts it."""
+        """rgt's engine at both ends of one or more ssh sessions (the first over the shared
+        master): it needs only the box's Python, and the user's login shell, not bash,
+        starts it."""
         pushing = local_role == "send"
-        far = far_command(self.python, "receive" if pushing else "send", remote,
-                          exclude=() if pushing else exclude, bwlimit=self.bwlimit)
-        argv = [*self.ssh_argv, self.target.host, shlex.join(far)]
-        return move(argv, local_role=local_role, root=local, what=what, timeout=timeout,
-                    retries=retries, progress=progress, exclude=exclude if pushing else (),
-                    bwlimit=self.bwlimit, python=self.python, diagnose=self._diagnose)
+        far = shlex.join(far_command(self.python, "receive" if pushing else "send", remote,
+                                     bwlimit=self.bwlimit))
+        argv = [*self.ssh_argv, self.target.host, far]
+        # the first session rides the master; each further stream opens its own connection
+        own = [*self._build(self.jump_hosts(), host_key_checking(), shared=False),
+               self.target.host, far]
+        return move(argv, more_argv=own, local_role=local_role, root=local, what=what,
+                    timeout=timeout, retries=retries, progress=progress, exclude=exclude,
+                    bwlimit=self.bwlimit, python=self.python, diagnose=self._diagnose,
+                    streams=self.streams)
 
     # -- connection --------------------------------------------------------------------------
 
