@@ -241,11 +241,13 @@ def pod_state(pod: dict[str, Any] | None, *, volume_gb: float = 0.0) -> dict[str
         return {**base, "state": "running", "gotcha": None, "billing": True,
                 "advice": "running and billing (compute, container disk, volume disk)"}
     if status == "EXITED":
+        disk = (f"the volume disk bills at twice the running rate "
+                f"(${volume_gb * VOLUME_DISK['stopped']:.2f}/month for {volume_gb:g} GB, RP4)"
+                if volume_gb else "its network volume keeps billing on its own")
         return {**base, "state": "stopped", "gotcha": "RP4", "billing": True,
-                "advice": f"stopped: compute is off, but the volume disk bills at twice the "
-                          f"running rate (${volume_gb * VOLUME_DISK['stopped']:.2f}/month for "
-                          f"{volume_gb:g} GB, RP4) and the pod is purged ~{PURGE_AFTER_DAYS} "
-                          f"days after the stop; the container disk is wiped (RP2). Start it "
+                "advice": f"stopped: compute is off, but {disk} and the pod is purged "
+                          f"~{PURGE_AFTER_DAYS} days after the stop; the container disk is "
+                          f"wiped (RP2). Start it "
                           f"again (it may come back with zero GPUs, RP1), or pull and "
                           f"`rgt down`"}
     if status == "ERROR":
