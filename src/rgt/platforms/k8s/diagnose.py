@@ -149,8 +149,9 @@ def job_summary(job: dict[str, Any] | None, pods: list[dict[str, Any]],
             "Pending", "Running") else pods:
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Failed":
+            reason = (pod.get("status") or {}).get("reason") or "failed"
             restarts.append({"pod": pod["metadata"]["name"], "exit_code": exit_code(pod),
-                             "reason": (pod.get("status") or {}).get("reason") or "",
+                             "cause": f"{reason}: pod {pod['metadata']['name']}",
                              "why": pod_line(pod, events)})
     summary["restarts"] = restarts
     done = condition(job, "Complete") or condition(job, "SuccessCriteriaMet")

@@ -1,0 +1,148 @@
+"""The whole lifecycle on Kubernetes, over the fake API server and its cluster (real processes,
+the PVC a real directory mounted in each pod): up → run → watch (the pod evicted for
+ephemeral-storage mid-training → the Job controller's new pod resumes from the PVC checkpoint)
+→ logs → pull (verified) → ckpt verify → down. The run's final weights are bitwise those of an
+uninterrupted run. The transcript is printed (pytest -s shows it; the README quotes one)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from cli import rgt
+from kubekit import IMAGE
+
+import rgt.examples.train_mlp as train_mlp
+from rgt.lifecycle import boxes
+from rgt.spec import Resources
+from rgt.store import Store
+
+STEPS, EVERY = 30, 5
+TRAIN = f"python train_mlp.py --ckpt-dir $RGT_CKPT_DIR --out out --steps {STEPS} " \
+        f"--save-every {EVERY} --sleep 0.05"
+
+
+_CLOCK = [time.monotonic()]
+
+
+def say(transcript: list[str], command: str, done: subprocess.CompletedProcess) -> None:
+    took, _CLOCK[0] = time.monotonic() - _CLOCK[0], time.monotonic()
+    transcript.append(f"$ {command}   # exit {done.returncode}, {took:.1f} s")
+    transcript += [f"  {line}" for line in (done.stdout + done.stderr).rstrip().splitlines()]
+
+
+def up(tmp_path: Path, image: str = IMAGE, **options) -> None:
+    boxes.up(Store(), "k8s", "kubernetes", None, rate=None, data_dir=None, durable_dir=None,
+             resources=Resources(image=image, disk="1G"),
+             options={"mount_path": str(tmp_path / "mnt" / "checkpoints"), **options})
+
+
+def job_spec(tmp_path: Path, extra: str = "") -> Path:
+    work = tmp_path / "job"
+    work.mkdir(exist_ok=True)
+    shutil.copy(train_mlp.__file__, work / "train_mlp.py")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"name: mlp\nworkdir: job\nrun: {TRAIN}\noutputs: [out/]\n"
+                    "checkpoint_dir: $RGT_CKPT_DIR\n"
+                    'resources: {gpu: "A100:1", time: "10m"}\n'
+                    'env: {RGT_CKPT_WRITE_S: "1"}\n' + extra)
+    return spec
+
+
+def reference_run(tmp_path: Path) -> dict:
+    """The same training, uninterrupted, on this machine."""
+    out = tmp_path / "reference"
+    subprocess.run([sys.executable, train_mlp.__file__, "--ckpt-dir", str(out / "ckpt"),
+                    "--out", str(out / "out"), "--steps", str(STEPS), "--save-every",
+                    str(EVERY)], check=True, capture_output=True, timeout=120)
+    return torch.load(out / "out" / "final.pt", weights_only=True)
+
+
+def wait_for(predicate, timeout: float = 60, what: str = ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def same_tensors(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_tensors(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(same_tensors(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    return a == b
+
+
+def test_up_run_evicted_resume_pull_verify_down(kube, home, tmp_path):
+    transcript: list[str] = []
+    up(tmp_path)
+    transcript.append("$ rgt up k8s --profile kubernetes --image …@sha256:abab… --disk 1G "
+                      "  # (Python API: boxes.up)")
+    say(transcript, "rgt ls", ls := rgt("ls"))
+    assert ls.returncode == 0 and "k8s" in ls.stdout
+    spec = job_spec(tmp_path)
+    run = rgt("run", "k8s", str(spec))
+    say(transcript, "rgt run k8s job.yaml", run)
+    assert run.returncode == 0, run.stderr
+    assert "SIGTERM lead (terminationGracePeriodSeconds): 31 s" in run.stdout
+
+    # training on the PVC: wait for a checkpoint past step 10, then the kubelet evicts the pod
+    volumes = kube.cluster.root / "volumes"
+    wait_for(lambda: any(int(p.stem.split("-")[1]) >= 10
+                         for p in volumes.glob("*/rgt/jobs/mlp/ckpt/ckpt-*.pt")),
+             what="a checkpoint at step 10 on the PVC")
+    first = [p for p in kube.pods() if p["metadata"]["labels"].get("rgt.dev/part") == "job"]
+    assert len(first) == 1 and first[0]["status"]["phase"] == "Running"
+    kube.cluster.evict_for_storage(first[0])
+    transcript.append(f"# the kubelet evicts {first[0]['metadata']['name']} "
+                      "(node low on ephemeral-storage)")
+    replaced = wait_for(lambda: [p for p in kube.pods()
+                                 if p["metadata"]["labels"].get("rgt.dev/part") == "job"
+                                 and p["metadata"]["name"] != first[0]["metadata"]["name"]],
+                        what="the Job controller's replacement pod")
+    status = json.loads(rgt("watch", "k8s", "--json").stdout)["run"]
+    transcript.append("$ rgt watch k8s --json   # while the replacement runs")
+    transcript += [f"  status={status['status']}"] + [f"  cause: {c}" for c in status["causes"]]
+    assert status["status"] in ("running", "starting")
+    assert any("Evicted" in c and replaced[0]["metadata"]["name"] in c
+               for c in status["causes"]), status["causes"]
+    assert any(c.startswith("K8S5") for c in status["causes"]), status["causes"]
+
+    done = rgt("watch", "k8s", "--until-done", "--timeout", "90")
+    say(transcript, "rgt watch k8s --until-done", done)
+    assert done.returncode == 0, done.stdout + done.stderr
+    logs = rgt("logs", "k8s")
+    say(transcript, "rgt logs k8s", logs)
+    assert "resumed step=" in logs.stdout and f"done step={STEPS}" in logs.stdout
+
+    dest = tmp_path / "results"
+    pull = rgt("pull", "k8s", "--dest", str(dest))
+    say(transcript, "rgt pull k8s --dest results", pull)
+    assert pull.returncode == 0, pull.stdout + pull.stderr
+    log = (dest / "logs").glob("*.log")
+    pvc_log = next(log).read_text()
+    assert "preempted step=" in pvc_log and "resumed step=" in pvc_log  # both pods, on the PVC
+    verify = rgt("ckpt", "verify", str(dest / "out" / "out" / "final.pt"))
+    say(transcript, "rgt ckpt verify results/out/out/final.pt", verify)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    pulled = torch.load(dest / "out" / "out" / "final.pt", weights_only=True)
+    assert same_tensors(pulled, reference_run(tmp_path)), "resumed run is not bitwise equal"
+    transcript.append("# final.pt == an uninterrupted run's, tensor for tensor (torch.equal)")
+
+    down = rgt("down", "k8s", "--yes")
+    say(transcript, "rgt down k8s --yes", down)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "nodes keep billing" in " ".join(down.stdout.split())
+    wait_for(lambda: not kube.pods() and not kube.jobs()
+             and not kube.api.list("persistentvolumeclaims", "ml"), what="everything deleted")
+    print("\n".join(transcript))
