@@ -28,7 +28,13 @@ HEAVY = ("pydantic", "httpx", "yaml", "torch", "numpy", "rgt.lifecycle", "rgt.pr
 
 
 def _imported_by(args: list[str], home: Path, before: str = "") -> tuple[set[str], str]:
-    """The modules (of HEAVY) that running `rgt ARGS` imported, and what it printed."""
+    """The packages (of HEAVY; rgt's by subpackage) that `rgt ARGS` imported, and its output."""
+    modules, out = _modules_of(args, home, before)
+    return {m.split(".")[0] if not m.startswith("rgt.") else ".".join(m.split(".")[:2])
+            for m in modules}, out
+
+
+def _modules_of(args: list[str], home: Path, before: str = "") -> tuple[list[str], str]:
     script = textwrap.dedent(f"""
         import contextlib, io, json, sys
         {before}
@@ -47,8 +53,7 @@ def _imported_by(args: list[str], home: Path, before: str = "") -> tuple[set[str
                           env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.splitlines()[-1])
-    return {m.split(".")[0] if not m.startswith("rgt.") else ".".join(m.split(".")[:2])
-            for m in result["loaded"]}, result["out"]
+    return result["loaded"], result["out"]
 
 
 def test_help_imports_no_verb_module(tmp_path):
@@ -69,6 +74,11 @@ def test_ls_loads_only_the_store_and_money(tmp_path):
     loaded, out = _imported_by(["ls"], tmp_path)
     assert "gpu-1" in out and "autodl" in out
     assert loaded <= {"pydantic", "yaml", "rgt.lifecycle", "rgt.profiles"}, loaded
+    # the first ls validated autodl's profile and kept its brief: the next builds no schema
+    modules, again = _modules_of(["ls"], tmp_path)
+    clocks = [line for line in out.splitlines() if "⚠" in line]
+    assert clocks and clocks == [line for line in again.splitlines() if "⚠" in line]
+    assert not {"yaml", "rgt.profiles.schema", "rgt.profiles.loader"} & set(modules), modules
 
 
 def test_help_is_the_same_as_with_every_verb_imported(tmp_path):

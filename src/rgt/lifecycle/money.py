@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from rgt.profiles import load_profile
+from rgt.profiles.brief import brief
 from rgt.store import LIVE, Box, Store
 
 IDLE_WARNING_S = 30 * 60  # GEN1: the forgotten box
@@ -32,16 +32,17 @@ def box_lines(store: Store, now: float | None = None) -> list[BoxLine]:
         spent = box.rate * uptime / 3600 if box.rate is not None else None
         runs = store.runs(box.name)
         live = [r for r in runs if r.status in LIVE]
-        profile = load_profile(box.profile)
+        # brief: the two facts shown here, cached beside the store (no schema to build)
+        profile = brief(box.profile, store.path.parent / "cache")
         clocks = []
         if box.state == "up":
-            clocks = list(profile.surface.danger_clocks[:1])
+            clocks = list(profile.danger_clocks[:1])
         idle = None
         if box.state == "up" and not live:
             last = max([r.updated for r in runs], default=box.created)
             idle = now - last
         walltime = None
-        if profile.facts.kind == "slurm":
+        if profile.kind == "slurm":
             walltime = sum((r.spec.get("platform_run") or {}).get("walltime_s") or 0
                            for r in runs)
             idle = None  # an idle login node costs nothing; only allocations do

@@ -7,7 +7,6 @@ naming the file and the first offending field, never a pydantic traceback.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -16,32 +15,16 @@ import yaml
 from pydantic import ValidationError
 
 from rgt.errors import UserError, did_you_mean
+from rgt.profiles.files import DATA_DIR, UNIVERSAL_FILE
+from rgt.profiles.files import profile_files as _profile_files
 from rgt.profiles.schema import Gotcha, Profile, UniversalCatalog
 
-DATA_DIR = Path(__file__).parent / "data"
-UNIVERSAL_FILE = "universal.yaml"
 # libyaml parses the bundled profiles about eight times faster than the pure-Python loader.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class ProfileError(UserError):
     """A profile is unknown or its file does not validate."""
-
-
-def _search_dirs() -> list[Path]:
-    extra = os.environ.get("RGT_PROFILE_PATH", "")
-    return [Path(p) for p in extra.split(os.pathsep) if p] + [DATA_DIR]
-
-
-def _profile_files() -> dict[str, Path]:
-    """name → file, earlier search directories winning."""
-    found: dict[str, Path] = {}
-    for directory in reversed(_search_dirs()):
-        if directory.is_dir():
-            for path in sorted(directory.glob("*.yaml")):
-                if path.name != UNIVERSAL_FILE:
-                    found[path.stem] = path
-    return found
 
 
 def profile_names() -> list[str]:
