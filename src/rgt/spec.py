@@ -35,14 +35,22 @@ TORCH_PACKAGES = re.compile(r"^(torch|torchvision|torchaudio)([=<>!~\[;].*)?$", 
 
 
 class Resources(BaseModel):
+    """The one resources vocabulary: the same words in a spec and as `rgt up` flags; each
+    platform maps them (`Platform.supports`) or refuses a field by name before renting."""
+
     model_config = ConfigDict(extra="forbid")
 
     gpu: str | None = Field(default=None, description="a constraint such as A100:1 or H100:8")
-    disk: str | None = None
     cpus: int | None = Field(default=None, ge=1)
     mem: str | None = None
-    time: str | None = Field(default=None, description="walltime, e.g. 01:30:00 (Slurm)")
+    disk: str | None = None
+    image: str | None = Field(default=None, description="a container image, e.g. "
+                                                        "pytorch/pytorch:2.4.0-cuda12.4")
+    region: str | None = None
+    spot: bool = Field(default=False, description="interruptible / preemptible capacity")
+    bid: float | None = Field(default=None, gt=0, description="USD per hour, spot only")
     nodes: int = Field(default=1, ge=1)
+    time: str | None = Field(default=None, description="walltime, e.g. 01:30:00 (Slurm)")
 
     @field_validator("gpu")
     @classmethod

@@ -193,7 +193,7 @@ def test_terminate_that_ends_unhealthy_is_not_called_down(lambda_api, store):
     _rented_box(store, lambda_api)
     platform = platform_for("lambda")
     with pytest.raises(UserError, match="LAM3"):
-        platform.stop_meter(store, store.box("lam"))
+        platform.release(store, store.box("lam"))
     assert store.box("lam").state == "up"
 
 

@@ -127,7 +127,7 @@ def test_vast_destroy_is_confirmed_by_lookup_not_by_a_missing_row(vast_api, stor
               durable_dir="/w", rate=0.4, state="up", created=0,
               extra={"platform": "vastai", "instance_id": ids[-1]})
     store.add_box(box)
-    outcome = vastai.VastPlatform().stop_meter(store, box)
+    outcome = vastai.VastPlatform().release(store, box).what
     assert "destroyed" in outcome
     looks = vast_api.calls("GET", f"/instances/{ids[-1]}")
     assert len(looks) == 4  # still there for 3 looks, then null: confirmed by the lookup

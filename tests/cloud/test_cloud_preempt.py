@@ -22,7 +22,7 @@ from fake_vast_api import offer
 
 import rgt
 from rgt.lifecycle import watch
-from rgt.lifecycle.boxes import transport_for
+from rgt.remote.reach import transport_for
 from rgt.store import Box, Run
 
 PY = sys.executable  # the "box" is this machine: the interpreter that has torch

@@ -232,6 +232,6 @@ def test_down_on_a_hand_registered_box_says_what_to_do(vast_api, store):
     from rgt.store import Box
 
     box = Box("h", "vastai", {"host": "h"}, "/w", "/w", 0.3, "up", 0)
-    message = platform_for("vastai").stop_meter(store, box)
+    message = platform_for("vastai").release(store, box).what
     assert "destroy it yourself" in message and "VAST1" in message
     assert vast_api.requests == []

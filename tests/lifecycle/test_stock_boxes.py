@@ -14,8 +14,8 @@ from boxkit import write_job
 from stockbox import SYSTEM_PYTHON
 
 from rgt.errors import UserError
-from rgt.lifecycle.boxes import find_python, python_candidates
 from rgt.profiles import load_profile
+from rgt.remote.reach import find_python, python_candidates
 from rgt.store import Store
 from rgt.transport import BashMissing, LocalTransport
 

@@ -323,13 +323,13 @@ def test_stop_meter_scancels_live_jobs(slurm_cluster, slurm_box, tmp_path):
     platform = SlurmPlatform()
     run, _ = launch(store, "hpc", load_spec(spec_path))
     job_id = run.spec["platform_run"]["job_id"]
-    outcome = platform.stop_meter(store, box)
+    outcome = platform.release(store, box).what
     assert outcome.startswith(f"scancel {job_id}: cancelled 1 live job"), outcome
     slurm_cluster.wait_for_job(job_id, timeout=30)
     assert store.run("hpc", run.id).status == "cancelled"
     summary = watch.refresh(store, box, store.run("hpc", run.id))
     assert summary["status"] == "cancelled", summary
-    assert platform.stop_meter(store, box).startswith("no live Slurm jobs")
+    assert platform.release(store, box).what.startswith("no live Slurm jobs")
 
 
 def test_login_node_over_ssh_runs_pulls_and_goes_down(slurm_cluster, slurm_env, tmp_path):

@@ -6,10 +6,10 @@ import re
 import shlex
 from typing import Any
 
-from rgt.lifecycle.boxes import find_python, python_candidates, transport_for
-from rgt.lifecycle.onbox import run_json
 from rgt.platforms import platform_for
 from rgt.profiles import load_profile
+from rgt.remote.calls import run_json
+from rgt.remote.reach import find_python, python_candidates
 from rgt.spec import JobSpec
 from rgt.store import Store
 
@@ -41,7 +41,8 @@ def audit(store: Store, box_name: str, spec: JobSpec | None = None) -> dict[str,
     if hf_cache.startswith("~") or "{" in hf_cache:
         hf_cache = "$HOME/.cache/huggingface"
     named = spec_python(spec) if spec is not None else None
-    transport = transport_for(box)
+    platform = platform_for(box.profile)
+    transport = platform.connect(box)
     try:
         home = transport.run('printf "%s" "$HOME"', timeout=30).stdout.strip()
         hf_cache = hf_cache.replace("$HOME", home)
@@ -51,11 +52,11 @@ def audit(store: Store, box_name: str, spec: JobSpec | None = None) -> dict[str,
         python = named or box_python
         report = run_json(transport, "audit", "--dirs", box.data_dir, box.durable_dir,
                           "--py", python, "--hf-cache", hf_cache, timeout=180)
-        platform = platform_for(box.profile)
-        if platform is not None and hasattr(platform, "audit"):
-            # e.g. Slurm: partitions, GRES, limits, shared vs node-local filesystems
-            report["scheduler"] = platform.audit(transport, box)
-            report["verdicts"] = report.get("verdicts", []) + report["scheduler"]["verdicts"]
+        # e.g. Slurm: {"scheduler": partitions, GRES, limits, shared vs node-local filesystems}
+        for key, extra in platform.audit_extras(transport, box).items():
+            report[key] = extra
+            if isinstance(extra, dict):
+                report["verdicts"] = report.get("verdicts", []) + extra.get("verdicts", [])
     finally:
         transport.close()
     report["job_python"] = {"command": python, "from": "spec" if named else "box"}

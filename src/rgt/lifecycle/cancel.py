@@ -15,9 +15,9 @@ import time
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.lifecycle.boxes import transport_for
-from rgt.lifecycle.onbox import run_json
+from rgt.lifecycle.boxes import connect
 from rgt.profiles import load_profile
+from rgt.remote.calls import run_json
 from rgt.store import LIVE, Box, Run, Store
 from rgt.transport import Transport
 
@@ -44,7 +44,7 @@ def cancel(store: Store, box: Box, run: Run, grace_s: float) -> dict[str, Any]:
                         f"`rgt watch {box.name}` says it is back, or give it up with "
                         f"`rgt down {box.name} --discard-results`")
     job_id = (run.spec.get("platform_run") or {}).get("job_id")
-    transport = transport_for(box)
+    transport = connect(box)
     try:
         if job_id:
             # Slurm: TERM to every step and the batch shell, SIGKILL after KillWait.

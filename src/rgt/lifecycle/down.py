@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.lifecycle.boxes import transport_for
+from rgt.lifecycle.boxes import connect
 from rgt.lifecycle.watch import refresh
 from rgt.platforms import platform_for
 from rgt.profiles import Profile, load_profile
@@ -71,13 +71,9 @@ class DownPlan:
 
     @property
     def automated(self) -> bool:
-        """Can rgt stop the meter itself, or must the user click the console?"""
-        platform = platform_for(self.box.profile)
-        if self.box.is_local and self.box.profile != "slurm":
-            return True
-        # a box registered by hand (`rgt up`) has no instance id for the API to act on
-        has_api = platform is not None and hasattr(platform, "stop_meter")
-        return has_api and (self.box.profile == "slurm" or "instance_id" in self.box.extra)
+        """Can rgt stop the meter itself, or must the user click the console? The platform
+        knows (a box registered by hand has no instance id for its API to act on)."""
+        return platform_for(self.box.profile).stops_meter(self.box)
 
 
 def iron_law(run_id: str, status: str, *, reachable: bool, ended: Any = None,
@@ -161,7 +157,7 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
                         f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(box.down_at or 0))})")
     plan = DownPlan(box=box, profile=load_profile(box.profile))
     runs = store.runs(box.name)
-    transport = transport_for(box)
+    transport = connect(box)
     try:
         states = [refresh(store, box, run, transport) for run in runs]
     except UserError as err:
@@ -175,7 +171,7 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
         verdict, reason = judge_run(store, box, run, state, reachable=not plan.unreachable)
         {"live": plan.live, "unverified": plan.unverified,
          "superseded": plan.superseded}.get(verdict, []).append(reason)
-    if box.is_local and box.profile != "slurm":
+    if plan.profile.facts.kind == "local":
         plan.deletes = local_deletes(box, runs)
     return plan
 
@@ -206,26 +202,27 @@ def refusal(plan: DownPlan) -> IronLawRefusal:
 
 
 def execute_down(store: Store, plan: DownPlan, *, discarded: bool) -> str:
-    """Stop the meter (local) or record the user's console step (no API). Returns a summary."""
+    """Stop the meter (the platform's `release`), remove a local box's dirs, or record the
+    user's console step (no API). Runs only what `plan_down` cleared. Returns a summary."""
     box = plan.box
     if discarded and plan.live and not plan.unreachable:
         _stop_live_runs(store, box)
-    platform = platform_for(box.profile)
-    if plan.automated and platform is not None:  # an API or scheduler stops the meter
-        outcome = platform.stop_meter(store, box)
-        box = store.box(box.name)  # the platform may have recorded what still bills
-    elif plan.unreachable and not box.is_local:
-        stop = plan.profile.meter_stop
-        outcome = (f"marked down without reaching it ({plan.unreachable}); make sure the "
-                   f"console shows it gone: {stop.how or stop.name}")
-    elif box.is_local:
-        # exactly what the panel listed: what rgt created, never the user's own directory
-        for path in plan.deletes or []:
+    if plan.deletes is not None:
+        # this machine: exactly what the panel listed, what rgt created, never the user's own
+        # directory; nothing bills, so there is no meter for the platform to stop
+        for path in plan.deletes:
             shutil.rmtree(path, ignore_errors=True)
         with contextlib.suppress(OSError):  # rgt's own container of run dirs, once empty
             os.rmdir(os.path.join(box.data_dir, "rgt"))
-        removed = ", ".join(plan.deletes or []) or "nothing"
+        removed = ", ".join(plan.deletes) or "nothing"
         outcome = f"removed {removed}; kept durable {box.durable_dir}"
+    elif plan.automated:  # an API or scheduler stops the meter: the platform's `release`
+        outcome = platform_for(box.profile).release(store, box).what
+        box = store.box(box.name)  # the platform may have recorded what still bills
+    elif plan.unreachable:
+        stop = plan.profile.meter_stop
+        outcome = (f"marked down without reaching it ({plan.unreachable}); make sure the "
+                   f"console shows it gone: {stop.how or stop.name}")
     else:
         stop = plan.profile.meter_stop
         outcome = f"you confirmed the console step: {stop.how or stop.name}"
@@ -247,8 +244,8 @@ def _stop_live_runs(store: Store, box: Box) -> None:
     answering cannot be asked: the meter-stop verb that follows ends them either way.
     """
     runs = [r for r in store.runs(box.name)
-            if r.status in LIVE and not r.spec.get("platform_run")]  # those: stop_meter
-    transport = transport_for(box) if any(r.status != "paused" for r in runs) else None
+            if r.status in LIVE and not r.spec.get("platform_run")]  # those: release
+    transport = connect(box) if any(r.status != "paused" for r in runs) else None
     try:
         for run in runs:
             if transport is not None and run.status != "paused":

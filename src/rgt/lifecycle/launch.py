@@ -1,8 +1,9 @@
-"""`rgt run`: push the workdir, hand over secrets on stdin, launch the job detached.
+"""`rgt run`: push the workdir, hand over secrets on stdin, start the job its platform's way.
 
-The job runs under the on-box runner (`rgt.onbox.runner`), which owns `state.json`, the log,
-signal forwarding and the verified copy of outputs to the durable tier. Each run gets its own
-directory, so a new launch never rewrites a script a live run is reading (principle 6).
+The platform's `launch` starts it: on an SSH box the on-box runner (`rgt.onbox.runner`), which
+owns `state.json`, the log, signal forwarding and the verified copy of outputs to the durable
+tier; on Slurm an sbatch job. Each run gets its own directory (`rgt.remote.layout`), so a new
+launch never rewrites a script a live run is reading (principle 6).
 
 Checkpoints belong to the job, not to one run: every run of a job sees the same
 `$RGT_CKPT_DIR` (its checkpoint home on the durable tier), so launching it again — after a
@@ -13,7 +14,6 @@ picks up an earlier attempt's checkpoints records that attempt (`resumes`): atte
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import secrets
@@ -23,56 +23,15 @@ from dataclasses import dataclass
 
 from rgt.errors import UserError
 from rgt.hostos import exclusive_lock
-from rgt.lifecycle.boxes import transport_for
-from rgt.lifecycle.onbox import write_file
 from rgt.lifecycle.ship import ship_library
 from rgt.lifecycle.watch import refresh
-from rgt.onbox import script_source
-from rgt.platforms import platform_for
+from rgt.platforms import Platform, platform_for
 from rgt.profiles import Profile, load_profile
+from rgt.remote.calls import write_file
+from rgt.remote.layout import Layout
 from rgt.spec import JobSpec, drop_torch_installs
 from rgt.store import LIVE, Box, Run, Store, rgt_home
 from rgt.transport import Transport
-
-
-@dataclass
-class Layout:
-    """Where one run lives on the box (DESIGN: everything of a run under <DATA_DIR>/rgt/<id>)
-    and where its job keeps checkpoints (`ckpt`, shared by every run of the job)."""
-
-    run_dir: str
-    durable_run_dir: str
-    ckpt: str
-
-    @classmethod
-    def of(cls, box: Box, run_id: str, spec: JobSpec) -> Layout:
-        return cls(f"{box.data_dir}/rgt/{run_id}", f"{box.durable_dir}/rgt/{run_id}",
-                   checkpoint_home(box, spec))
-
-    @property
-    def run_id(self) -> str:
-        return self.run_dir.rsplit("/", 1)[-1]
-
-    @property
-    def code(self) -> str:
-        return f"{self.run_dir}/code"
-
-    @property
-    def out(self) -> str:
-        return f"{self.durable_run_dir}/out"
-
-    @property
-    def lib(self) -> str:
-        """The `rgt.ckpt` shipped with the code (`rgt.lifecycle.ship`), first on PYTHONPATH."""
-        return f"{self.run_dir}/lib"
-
-
-def checkpoint_home(box: Box, spec: JobSpec) -> str:
-    """The job's checkpoint home on `box`: the spec's absolute path, else one directory per
-    job name on the durable tier (an object-store URL is a mirror; the home stays here)."""
-    if spec.checkpoint_dir and spec.checkpoint_dir.startswith("/"):
-        return spec.checkpoint_dir.rstrip("/") or "/"
-    return f"{box.durable_dir}/rgt/jobs/{spec.name}/ckpt"
 
 
 def new_run_id(job: str) -> str:
@@ -95,19 +54,6 @@ def secret_values(spec: JobSpec) -> bytes:
             raise UserError(f"secret {name} contains a newline; store it as a single line")
         lines.append(name.encode() + b"=" + value)
     return b"\n".join(lines) + b"\n" if lines else b""
-
-
-def job_environment(spec: JobSpec, profile: Profile, layout: Layout) -> dict:
-    env = dict(profile.network.mirror_env)
-    if "HF_HOME" in profile.overrides and "{" not in profile.overrides["HF_HOME"]:
-        env["HF_HOME"] = profile.overrides["HF_HOME"].split()[0]
-    env.update(spec.env)
-    env.update({"RGT_RUN_ID": layout.run_id, "RGT_RUN_DIR": layout.run_dir,
-                "RGT_CKPT_DIR": layout.ckpt, "RGT_DURABLE_DIR": layout.durable_run_dir,
-                "RGT_OUT_DIR": layout.out})
-    if spec.checkpoint_url:
-        env["RGT_CKPT_URL"] = spec.checkpoint_url
-    return env
 
 
 def refuse_second_launch(store: Store, box: Box, spec: JobSpec, transport: Transport) -> None:
@@ -138,7 +84,6 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
         raise UserError(f"box {box_name!r} is down; register a new one with `rgt up`")
     profile = load_profile(box.profile)
     platform = platform_for(box.profile)
-    scheduled = platform is not None and hasattr(platform, "launch")
     if (spec.grid or after) and not hasattr(platform, "dependency_on"):
         what = "a sweep (`grid`)" if spec.grid else "--after"
         raise UserError(f"{what} needs a scheduler (the slurm profile's job arrays and "
@@ -157,7 +102,7 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
     with exclusive_lock(launch_lock_path(box.name, spec.name),
                         f"another `rgt run` of job {spec.name!r} on {box.name} is starting "
                         "right now; wait for it, then `rgt watch` its run"):
-        return _launch_locked(store, box, spec, profile, platform, scheduled, dependency,
+        return _launch_locked(store, box, spec, profile, platform, dependency,
                               notes, setup, secret_bytes, progress=progress, fresh=fresh,
                               resumes=resumes, code_from=code_from)
 
@@ -169,14 +114,14 @@ def launch_lock_path(box: str, job: str) -> str:
     return str(rgt_home() / "locks" / f"run-{safe}-{digest}.lock")
 
 
-def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, platform,
-                   scheduled: bool, dependency, notes: list[str], setup, secret_bytes: bytes, *,
+def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, platform: Platform,
+                   dependency, notes: list[str], setup, secret_bytes: bytes, *,
                    progress, fresh: bool, resumes: Run | None, code_from: str | None
                    ) -> tuple[Run, list[str]]:
     run_id = new_run_id(spec.name)
     layout = Layout.of(box, run_id, spec)
     spec = spec.model_copy(update={"setup": setup})
-    transport = transport_for(box)
+    transport = platform.connect(box)
     try:
         refuse_second_launch(store, box, spec, transport)
         home = prepare_home(transport, layout.ckpt, fresh=fresh)
@@ -187,18 +132,12 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
             copy_code(transport, code_from, layout)
         push(store, transport, box, spec, layout, secret_bytes, progress=progress,
              code=code_from is None)
-        if scheduled:
-            # e.g. Slurm: sbatch replaces the detached runner; `platform_run` in the run record
-            # tells watch to ask the platform, not the on-box probe.
-            detach, platform_run = platform.launch(transport, box, spec, layout,
-                                                   dependency=dependency)
-            status, extra = "starting", {"platform_run": platform_run}
-        else:
-            detach = start_runner(transport, profile, spec, layout)
-            status, extra = wait_for_state(transport, layout).get("status", "starting"), {}
-            if detach == "setsid" and profile.facts.detach_primitive.startswith("tmux"):
-                notes.append("no tmux on the box: the run is detached with setsid instead (it "
-                             "outlives this connection all the same; `rgt watch` follows it)")
+        # the platform's way: the on-box runner (tmux/setsid), sbatch, a pod …; a
+        # `platform_run` record tells watch what the platform itself tracks
+        launched = platform.launch(transport, box, spec, layout, dependency=dependency)
+        detach, status = launched.detach, launched.status
+        extra = {"platform_run": launched.platform_run} if launched.platform_run else {}
+        notes += launched.notes
     finally:
         transport.close()
     now = time.time()
@@ -280,60 +219,3 @@ def push(store: Store, transport: Transport, box: Box, spec: JobSpec, layout: La
     if secret_bytes:
         write_file(transport, f"{layout.run_dir}/secrets.env", secret_bytes)
     ship_library(transport, layout.lib)
-
-
-def start_runner(transport: Transport, profile: Profile, spec: JobSpec, layout: Layout) -> str:
-    """Hand the job to the on-box runner, detached; returns how it was detached."""
-    run_json = {
-        "run_id": layout.run_id,
-        "command": spec.run,
-        "setup": spec.setup,
-        "workdir": layout.code,
-        "env": job_environment(spec, profile, layout),
-        "proxy_hook": profile.network.proxy_hook,
-        "outputs": spec.outputs,
-        "durable_dir": layout.out,
-        "heartbeat_s": 5,
-        "pythonpath": [layout.lib],
-        "recover": spec.recover.model_dump() if spec.recover else None,
-    }
-    write_file(transport, f"{layout.run_dir}/run.json", json.dumps(run_json).encode())
-    write_file(transport, f"{layout.run_dir}/runner.py", script_source("runner"))
-    # What a relaunch after a container restart starts the runner with (vast.ai's onstart).
-    write_file(transport, f"{layout.run_dir}/interpreter", f"{transport.python}\n".encode())
-    transport.run(f"mkdir -p {shlex.quote(layout.ckpt)}", timeout=30)
-    return start_detached(transport, profile, layout)
-
-
-def start_detached(transport: Transport, profile: Profile, layout: Layout) -> str:
-    """Start the runner so it outlives this connection: tmux if the box has it, else setsid."""
-    runner = (f"{shlex.quote(transport.python)} {shlex.quote(layout.run_dir + '/runner.py')} "
-              f"{shlex.quote(layout.run_dir)}")
-    log = shlex.quote(f"{layout.run_dir}/runner.out")
-    wants_tmux = profile.facts.detach_primitive.startswith("tmux")
-    if wants_tmux and transport.run("command -v tmux", check=False, timeout=30).ok:
-        session = f"rgt-{layout.run_id}"
-        transport.run(f"tmux new-session -d -s {shlex.quote(session)} "
-                      f"{shlex.quote(runner + ' >' + log + ' 2>&1')}", timeout=30)
-        return f"tmux:{session}"
-    # macOS has no setsid(1) (a local box there is the Mac): without it, nohup alone, in the
-    # session of its own that every LocalTransport command starts in.
-    transport.run(f"$(command -v setsid) nohup {runner} </dev/null >{log} 2>&1 &", timeout=30)
-    return "setsid"
-
-
-def wait_for_state(transport: Transport, layout: Layout, timeout: float = 30) -> dict:
-    """The runner writes state.json within a moment of starting; not seeing it is a failure."""
-    path = shlex.quote(f"{layout.run_dir}/state.json")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = transport.run(f"cat {path} 2>/dev/null", check=False, timeout=30)
-        if result.ok and result.stdout.strip():
-            try:
-                return json.loads(result.stdout)
-            except json.JSONDecodeError:
-                pass  # caught between write and rename on a filesystem without atomic replace
-        time.sleep(0.3)
-    out = transport.run(f"tail -n 5 {shlex.quote(layout.run_dir + '/runner.out')}", check=False)
-    raise UserError(f"the runner did not start on the box within {timeout:.0f} s: "
-                    f"{out.stdout.strip() or 'no output'}")

@@ -26,9 +26,6 @@ from typing import Any
 
 from rgt.ckpt import formats
 from rgt.errors import UserError
-from rgt.lifecycle.boxes import transport_for
-from rgt.lifecycle.launch import Layout
-from rgt.lifecycle.onbox import run_json
 from rgt.lifecycle.untrusted import (
     Entry,
     Manifest,
@@ -41,6 +38,9 @@ from rgt.lifecycle.untrusted import (
     write_private,
 )
 from rgt.lifecycle.watch import refresh
+from rgt.platforms import platform_for
+from rgt.remote.calls import run_json
+from rgt.remote.layout import Layout
 from rgt.store import LIVE, Run, Store, rgt_home
 from rgt.transport import TransferStats
 
@@ -121,7 +121,8 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
     evidence = evidence_dir(rgt_home(), box.name, run.id)
     fetched = evidence / "manifests"
     shutil.rmtree(fetched, ignore_errors=True)  # rgt's own directory: last pull's copies
-    transport = transport_for(box)
+    platform = platform_for(box.profile)
+    transport = platform.connect(box)
     try:
         state = check_state(refresh(store, box, run, transport))
         unmatched = state["status"] == "sync-failed" and state["sync"]["missing"]
@@ -150,9 +151,10 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
             # the job's checkpoint home, shared by the chain of attempts: fetched as ckpt/
             sources.append(manifest_of(transport, home, f"{layout.run_dir}/CKPT_MANIFEST.jsonl",
                                        ["."], fetched, prefix="ckpt/"))
-        stats = transport.get(source, local, progress=progress)
+        # the platform brings the files; what arrived is checked here, not by it
+        stats = platform.fetch(transport, box, run, source, local, progress=progress)
         if home is not None:
-            more = transport.get(home, local / "ckpt", progress=progress)
+            more = platform.fetch(transport, box, run, home, local / "ckpt", progress=progress)
             stats = TransferStats(stats.bytes_sent + more.bytes_sent,
                                   stats.bytes_received + more.bytes_received,
                                   stats.files + more.files, stats.seconds + more.seconds,

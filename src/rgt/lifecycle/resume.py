@@ -13,11 +13,12 @@ import shutil
 from pathlib import Path
 
 from rgt.errors import UserError
-from rgt.lifecycle.boxes import transport_for
-from rgt.lifecycle.launch import checkpoint_home, launch, prepare_home
+from rgt.lifecycle.boxes import connect
+from rgt.lifecycle.launch import launch, prepare_home
 from rgt.lifecycle.pull import layout_of, manifest_of, verify_pulled
 from rgt.lifecycle.untrusted import sweep_links
 from rgt.lifecycle.watch import refresh
+from rgt.remote.layout import checkpoint_home
 from rgt.spec import JobSpec
 from rgt.store import LIVE, Box, Run, Store, rgt_home
 
@@ -77,7 +78,7 @@ def carry_checkpoints(store: Store, box: Box, run: Run, target: Box, spec: JobSp
     """Copy the job's newest verified checkpoints from `run`'s home to its home on `target`."""
     source, local, temporary = _verified_copy(store, box, run)
     home = checkpoint_home(target, spec)
-    transport = transport_for(target)
+    transport = connect(target)
     try:
         notes = prepare_home(transport, home, fresh=True).notes  # never mix two histories
         transport.put(local, home, progress=progress)
@@ -94,7 +95,7 @@ def _verified_copy(store: Store, box: Box, run: Run) -> tuple[str, Path, bool]:
     if box.state == "up":
         carry = rgt_home() / "carry" / run.id
         shutil.rmtree(carry, ignore_errors=True)
-        transport = transport_for(box)
+        transport = connect(box)
         try:
             home = layout_of(run).ckpt
             manifest = manifest_of(transport, home, f"{run.remote_dir}/CARRY_MANIFEST.jsonl",

@@ -7,15 +7,12 @@ likely cause, never `running`.
 
 from __future__ import annotations
 
-import shlex
 import time
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.lifecycle import progress
-from rgt.lifecycle.boxes import transport_for
-from rgt.lifecycle.onbox import run_json
 from rgt.platforms import platform_for
+from rgt.remote.summary import summarize
 from rgt.store import TERMINAL, Box, Run, Store
 from rgt.transport import Transport
 
@@ -28,19 +25,14 @@ EXIT_NOT_FOUND = 5  # no such box, or no such run on it
 EXIT_CANCELLED = 7  # ended by `rgt cancel` (or a teardown that gave it up)
 
 FAST_FINISH_S = 60  # a training job that ends this fast usually crashed or read no data
-EXIT_PREEMPTED = 85
-PROBE_SAMPLE_S = 30  # rgt.ckpt's documented exit code for "checkpointed on a signal, requeue me"
+PROBE_SAMPLE_S = 30  # at most one stored disk/step sample per this many seconds
 RESUME_GRACE_S = 180  # how long a paused run may read "resuming" before it is called vanished
-
-
-def probe(transport: Transport, box: Box, run: Run) -> dict[str, Any]:
-    dirs = [box.data_dir, box.durable_dir]
-    return run_json(transport, "probe", run.remote_dir, "--dirs", *dirs, timeout=60)
 
 
 def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
             ) -> dict[str, Any]:
-    """Probe the run on its box, store what changed, return a flat summary.
+    """Ask the run's platform for its state (`state`: the on-box probe, squeue …), store what
+    changed, return the flat summary (`rgt.remote.summary.summarize`'s keys).
 
     A platform's `gate` speaks first: while its machine cannot run the job (a preempted vast.ai
     instance) the run reads "paused" and nothing is probed. Once the machine is back, a paused
@@ -59,12 +51,9 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
         summary = gated
     else:
         own = transport is None
-        transport = transport or transport_for(box)
+        transport = transport or platform.connect(box)
         try:
-            if hasattr(platform, "refresh") and run.spec.get("platform_run"):
-                summary = platform.refresh(store, box, run, transport)
-            else:
-                summary = summarize(probe(transport, box, run))
+            summary = platform.state(store, box, run, transport)
         finally:
             if own:
                 transport.close()
@@ -97,50 +86,6 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
                                "step": (summary.get("training") or {}).get("step")},
                      box=box.name, run=run.id)
     return summary
-
-
-def summarize(report: dict[str, Any]) -> dict[str, Any]:
-    """Flatten the on-box probe's report into what the verbs and the display need."""
-    state = report.get("state") or {}
-    verdict = report.get("verdict") or {}
-    log = report.get("log") or {}
-    status = verdict.get("status") or state.get("status") or "unknown"
-    exit_code = state.get("exit_code")
-    if status == "failed" and exit_code == EXIT_PREEMPTED:
-        status = "preempted"
-    started, ended = state.get("started"), state.get("ended")
-    causes = []
-    if status == "stopped":  # what the stop kept is the first thing to know
-        causes.append(progress.stop_line({"stop_signal": state.get("stop_signal"),
-                                          "last_checkpoint": progress.last_checkpoint(
-                                              report.get("checkpoints"))}))
-    if verdict.get("summary") and status not in ("running", "succeeded"):
-        causes.append(verdict["summary"])
-    if verdict.get("cause") and verdict["cause"] not in " ".join(causes):
-        causes.append(f"likely cause: {verdict['cause']}")
-    if verdict.get("gotchas"):
-        causes.append("see " + ", ".join(verdict["gotchas"]))
-    return {
-        "status": status,
-        "exit_code": exit_code,
-        "signal": state.get("signal"),
-        "started": started,
-        "ended": ended,
-        "duration": (ended or time.time()) - started if started else None,
-        "heartbeat_age": report.get("heartbeat_age_s"),
-        "causes": causes,
-        "advice": verdict.get("action") or "",
-        "probe_warnings": verdict.get("warnings") or [],
-        "sync": state.get("sync") or {},
-        "restarts": state.get("restarts") or [],
-        "error": state.get("error"),
-        "metrics": log.get("last_metrics"),
-        "training": progress.training(log),
-        "last_checkpoint": progress.last_checkpoint(report.get("checkpoints")),
-        "stop_signal": state.get("stop_signal"),
-        "log_tail": log.get("tail") or [],
-        "disks": {d["path"]: d for d in report.get("disks") or [] if "path" in d},
-    }
 
 
 def warnings(summary: dict[str, Any]) -> list[str]:
@@ -268,17 +213,17 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
     silent is handled as in `wait_until_done`.
     """
     offset = 0
-    log = shlex.quote(f"{run.remote_dir}/log")
+    platform = platform_for(box.profile)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     silence = Silence(box, poll_s, give_up_s, say)
     while True:
         pause = poll_s
-        transport = transport_for(box)
+        transport = platform.connect(box)
         try:
             # the platform speaks first: a paused instance has no log to read over SSH
             summary = refresh(store, box, run, transport)
-            chunk = "" if summary["status"] == "paused" else transport.run(
-                f"tail -c +{offset + 1} {log} 2>/dev/null", check=False, timeout=30).stdout
+            chunk = "" if summary["status"] == "paused" else platform.logs(
+                transport, box, run, since_byte=offset)
             silence.answered()
         except UserError as err:
             chunk, summary = "", {"status": "unreachable"}
@@ -297,29 +242,10 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
 
 
 def read_log(box: Box, run: Run, lines: int | None = None, cell: int | None = None) -> str:
-    """The run's log; for a sweep, one cell's log, or every cell's with a header each."""
-    info = run.spec.get("platform_run") or {}
-    cells = info.get("cells") or 0
-    if cell is not None and not 0 <= cell < cells:
-        raise UserError(f"run {run.id} has no cell {cell}"
-                        + (f" (cells 0-{cells - 1})" if cells else " (it is not a sweep)"))
-    if cells:
-        chosen = [cell] if cell is not None else range(cells)
-        paths = [str(info["log"]).replace("%a", str(i)) for i in chosen]
-    else:
-        paths = [f"{run.remote_dir}/log"]
-    quoted = " ".join(shlex.quote(p) for p in paths)
-    # tail prints "==> file <==" between files, which is what tells the cells apart
-    if lines is not None and lines < 0:
-        raise UserError(f"--tail/-n takes a number of lines >= 0, not {lines}")
-    if lines == 0:  # `tail -n 0` prints nothing, which is what was asked; no box round trip
-        return ""
-    command = f"tail -n {int(lines)} {quoted}" if lines else f"tail -n +1 {quoted}"
-    transport = transport_for(box)
+    """The run's log (`rgt logs`); for a sweep, one cell's log, or every cell's."""
+    platform = platform_for(box.profile)
+    transport = platform.connect(box)
     try:
-        result = transport.run(command, check=False, timeout=60)
+        return platform.logs(transport, box, run, lines=lines, cell=cell)
     finally:
         transport.close()
-    if not result.ok and not result.stdout:
-        raise UserError(f"no log yet for run {run.id} on {box.name}")
-    return result.stdout

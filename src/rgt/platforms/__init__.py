@@ -1,62 +1,74 @@
-"""Control-plane code for platforms where data is not enough.
+"""Platforms: one module per control plane, every one behind the same contract.
 
-A platform module implements the parts of the `Platform` protocol its control plane offers;
-the verbs ask `platform_for(profile)` and fall back to the SSH-and-runner path where a method
-is absent. A platform never decides whether teardown is safe: `rgt down` does, then calls
-`stop_meter`.
+`platform_for(profile)` returns a `Platform` (rgt.platforms.base) for every profile; the
+lifecycle verbs call only its verbs (provision, launch, state, logs, fetch, release,
+audit_extras, and the optional dependency_on, gate, render) and never name a platform.
+
+A new platform is one module, one profile YAML and its tests:
+
+1. `src/rgt/profiles/data/<name>.yaml` — the facts (storage tiers and what survives each
+   verb, the meter-stop verb, gotchas); `rgt profiles show <name>` validates it.
+2. `src/rgt/platforms/<module>.py` — a class with `name = "<name>"`, `supports` (the
+   `Resources` fields it maps, rgt.platforms.base.RESOURCE_FIELDS) and the required verbs:
+   subclass `rgt.platforms.ssh.SshPlatform` if the box answers SSH (override `provision` and
+   `release`, keep the rest), else `rgt.platforms.base.Platform`. Import only from
+   rgt.remote, rgt.transport, rgt.onbox, rgt.store, rgt.profiles, rgt.spec, rgt.ckpt and
+   rgt.platforms.http (for a REST control plane): never rgt.lifecycle or rgt.cli
+   (tests/test_layering.py fails otherwise). Refuse a resource field or an option you cannot
+   honour in `provision`, before anything is rented (`refuse_unsupported`).
+3. One line in REGISTRY below: "<name>": "rgt.platforms.<module>:<Class>".
+4. Tests: a local fake of the control plane that speaks its documented API shapes and
+   rejects what the real one rejects (tests/cloud/fakes), and the verbs run against it.
+
+No lifecycle or CLI code changes: `rgt up --profile <name>`, run, watch, logs, pull and down
+reach the new platform through this registry.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any, Protocol
+
+from rgt.platforms.base import Launched, Platform, Released, Request, Unbuilt
+from rgt.profiles import load_profile
+
+__all__ = ["REGISTRY", "Launched", "Platform", "Released", "Request", "platform_for"]
 
 # profile name → "module:Class", imported only when a box of that profile is used.
 REGISTRY: dict[str, str] = {
+    "local": "rgt.platforms.ssh:SshPlatform",
+    "generic-ssh": "rgt.platforms.ssh:SshPlatform",
+    "autodl": "rgt.platforms.ssh:SshPlatform",
     "lambda": "rgt.platforms.lambda_cloud:LambdaPlatform",
     "vastai": "rgt.platforms.vastai:VastPlatform",
+    "slurm": "rgt.platforms.slurm:SlurmPlatform",
+    "runpod": "rgt.platforms.runpod:RunpodPlatform",
+    "kubernetes": "rgt.platforms.kubernetes:KubernetesPlatform",
+    "colab": "rgt.platforms.colab:ColabPlatform",
+    "kaggle": "rgt.platforms.kaggle:KagglePlatform",
+}
+
+# A profile of the user's own (RGT_PROFILE_PATH) gets the platform its `facts.kind` names.
+BY_KIND: dict[str, str] = {
+    "local": "rgt.platforms.ssh:SshPlatform",
+    "ssh": "rgt.platforms.ssh:SshPlatform",
+    "ssh-rental": "rgt.platforms.ssh:SshPlatform",
     "slurm": "rgt.platforms.slurm:SlurmPlatform",
 }
 
 
-class Platform(Protocol):
-    """What a control plane may provide. Every method is optional."""
-
-    def stop_meter(self, store: Any, box: Any) -> str:
-        """Run the profile's meter-stop verb through the API; return what happened."""
-
-    def launch(self, transport: Any, box: Any, spec: Any, layout: Any, *,
-               dependency: str | None = None) -> tuple[str, dict[str, Any]]:
-        """Start a pushed run the platform's way (e.g. sbatch) instead of the detached runner;
-        return how it is detached and the `platform_run` record that `refresh` reads."""
-
-    def dependency_on(self, earlier: Any) -> str:
-        """The scheduler option that starts a run once `earlier` succeeded (`rgt run --after`);
-        having it also means the platform runs sweeps (`grid`) as one job array."""
-
-    def audit(self, transport: Any, box: Any) -> dict[str, Any]:
-        """What `rgt audit` adds for this platform (partitions, limits …), with verdicts."""
-
-    def refresh(self, store: Any, box: Any, run: Any, transport: Any) -> dict[str, Any]:
-        """The state of a run the platform launched (`launch`): squeue/sacct instead of a probe."""
-
-    def gate(self, store: Any, box: Any, run: Any) -> dict[str, Any] | None:
-        """Asked by `rgt watch` before anything else: None when the box can be probed as usual,
-        else the run's summary (the keys of `rgt.lifecycle.watch.summarize`) while the machine
-        cannot run it, e.g. a preempted vast.ai instance → status "paused" with the cause.
-        Never a terminal status for a run that may go on: once the machine is back, the probe
-        (and the platform's restart hook) take over again."""
-
-
-def platform_for(profile: str) -> Platform | None:
+def platform_for(profile: str) -> Platform:
+    """The platform of a profile; a profile whose module has not landed yet gets `Unbuilt`,
+    whose every verb says so."""
     target = REGISTRY.get(profile)
     if target is None:
-        return None
+        target = BY_KIND.get(load_profile(profile).facts.kind)
+    if target is None:
+        return Unbuilt(profile)
     module_name, class_name = target.split(":")
     try:
         module = import_module(module_name)
     except ModuleNotFoundError as err:
         if err.name == module_name:
-            return None  # not built yet: the generic path applies
+            return Unbuilt(profile)  # the module has not landed yet
         raise
-    return getattr(module, class_name)()
+    return getattr(module, class_name)(profile)

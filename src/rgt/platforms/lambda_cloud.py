@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
+from rgt.platforms.base import Released
 from rgt.platforms.http import (
     AmbiguousCreate,
     ApiClient,
@@ -61,6 +62,9 @@ from rgt.platforms.http import (
     adopt_lost_create,
     poll_interval,
 )
+from rgt.platforms.ssh import SshPlatform
+from rgt.profiles import load_profile
+from rgt.remote.register import register_when_answering
 from rgt.store import Box, Store
 from rgt.transport import SshTarget
 
@@ -240,8 +244,6 @@ def lambda_up(store: Store, name: str, gpu: str = "H100:1", region: str | None =
               ssh_port: int | None = None, data_dir: str | None = None,
               durable_dir: str | None = None) -> Box:
     """Launch a Lambda instance when capacity appears, wait for it, register it as box `name`."""
-    from rgt.lifecycle import boxes  # the lifecycle imports platforms; keep this one lazy
-
     existing = store.find_box(name)
     if existing and existing.state == "up":
         raise UserError(f"a box named {name!r} is already up; pick another name")
@@ -310,8 +312,9 @@ def lambda_up(store: Store, name: str, gpu: str = "H100:1", region: str | None =
     # Without a filesystem there is no durable tier on the box: results must be pulled home.
     durable = durable_dir or (f"/lambda/nfs/{fs['name']}" if fs else data_dir or "/home/ubuntu")
     try:
-        box = boxes.up_when_answering(store, name, "lambda", target, rate=itype.usd_per_hour,
-                                      data_dir=data_dir, durable_dir=durable, on_retry=on_wait,
+        box = register_when_answering(store, name, load_profile("lambda"), target,
+                                      rate=itype.usd_per_hour, data_dir=data_dir,
+                                      durable_dir=durable, on_retry=on_wait,
                                       pause_s=min(3.0, poll_interval()))
     except UserError as err:
         port = f" -p {ssh_port}" if ssh_port else ""
@@ -391,17 +394,25 @@ def _instance_id(box: Box) -> str:
     return str(instance_id)
 
 
-class LambdaPlatform:
-    """The Platform hook for `rgt down`: terminate through the API, then confirm."""
+class LambdaPlatform(SshPlatform):
+    """An SSH box rented through Lambda's API: `provision` launches when capacity appears
+    (`lambda_up`), `release` terminates and confirms; the rest is `SshPlatform`'s."""
 
+    name = "lambda"
     confirm_s: float = 300
 
-    def stop_meter(self, store: Store, box: Box) -> str:
+    def stops_meter(self, box: Box) -> bool:
+        # a box registered by hand (`rgt up --ssh`) has no instance id for the API to act on
+        return bool(box.extra.get("instance_id"))
+
+    def release(self, store: Store, box: Box) -> Released:
         if not box.extra.get("instance_id"):  # registered by hand with `rgt up`: no API id
-            return ("rgt has no Lambda instance id for this box (it was registered by hand "
-                    "with `rgt up --ssh`, not rented by rgt): terminate it yourself in the "
-                    "console or with POST /instance-operations/terminate — never an in-box "
-                    "shutdown (LAM3); it bills until then")
+            return Released(
+                "rgt has no Lambda instance id for this box (it was registered by hand "
+                "with `rgt up --ssh`, not rented by rgt): terminate it yourself in the "
+                "console or with POST /instance-operations/terminate — never an in-box "
+                "shutdown (LAM3); it bills until then",
+                still_billing=[f"Lambda instance {box.name} until you terminate it"])
         instance_id = _instance_id(box)
         poll_s = poll_interval()
         with client() as api:
@@ -441,4 +452,5 @@ class LambdaPlatform:
         store.update_box(box.name, extra=extra)
         store.record("cloud-terminated", {"instance_id": instance_id,
                                           "still_billing": still_billing}, box=box.name)
-        return f"terminated Lambda instance {instance_id} (confirmed: status terminated)"
+        return Released(f"terminated Lambda instance {instance_id} (confirmed: status "
+                        "terminated)", still_billing=still_billing)

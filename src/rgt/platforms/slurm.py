@@ -37,10 +37,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.lifecycle.boxes import transport_for
-from rgt.lifecycle.launch import Layout, job_environment
-from rgt.lifecycle.onbox import write_file
+from rgt.platforms.base import Launched, Released
+from rgt.platforms.ssh import SshPlatform
 from rgt.profiles import load_profile
+from rgt.remote.calls import write_file
+from rgt.remote.layout import Layout, job_environment
+from rgt.remote.reach import transport_for
 from rgt.spec import JobSpec
 from rgt.store import TERMINAL, Box, Run, Store
 from rgt.transport import Transport
@@ -198,7 +200,7 @@ def torchrun_command(command: str, nproc_per_node: int, *, port: int = DEFAULT_R
 
 @dataclass
 class ScriptPaths:
-    """Where a run's files live (the layout of `rgt.lifecycle.launch.Layout`)."""
+    """Where a run's files live (the layout of `rgt.remote.layout.Layout`)."""
 
     run_dir: str
     code_dir: str
@@ -924,8 +926,11 @@ def sacct_max_rss_kb(transport: Transport, job_id: str) -> float | None:
     return max(values) if out.ok and values else None
 
 
-class SlurmPlatform:
-    """`launch` = sbatch, `refresh` = scontrol/sacct/jobcomp, `stop_meter` = scancel."""
+class SlurmPlatform(SshPlatform):
+    """The login node is an SSH box (or this machine); `launch` = sbatch, `state` =
+    scontrol/sacct/jobcomp, `release` = scancel, `audit_extras` = partitions and filesystems."""
+
+    name = "slurm"
 
     def render(self, box: Box, spec: JobSpec, run_id: str, *,
                dependency: str | None = None) -> str:
@@ -963,7 +968,7 @@ class SlurmPlatform:
         return dependency_option(str(job_id))
 
     def launch(self, transport: Transport, box: Box, spec: JobSpec, layout: Layout, *,
-               dependency: str | None = None) -> tuple[str, dict[str, Any]]:
+               dependency: str | None = None) -> Launched:
         """Write the batch script beside the pushed code and sbatch it.
 
         Returns how the run is detached and the `platform_run` record watch, logs and pull
@@ -982,11 +987,14 @@ class SlurmPlatform:
         if not cells:  # `rgt logs` reads RUN_DIR/log
             transport.run(f"ln -sfn {shlex.quote(log)} {shlex.quote(layout.run_dir + '/log')}",
                           check=False, timeout=30)
-        return f"sbatch:{job_id}", {"kind": "slurm", "job_id": job_id, "log": log,
-                                    "script": script_path, "cells": len(cells) or None}
+        return Launched(f"sbatch:{job_id}", {"kind": "slurm", "job_id": job_id, "log": log,
+                                             "script": script_path,
+                                             "cells": len(cells) or None})
 
-    def refresh(self, store: Store, box: Box, run: Run, transport: Transport) -> dict[str, Any]:
+    def state(self, store: Store, box: Box, run: Run, transport: Transport) -> dict[str, Any]:
         info = run.spec.get("platform_run") or {}
+        if not info:  # not submitted by rgt's sbatch: the on-box runner's probe knows it
+            return super().state(store, box, run, transport)
         job_id = str(info.get("job_id") or "")
         records, source = job_records(transport, job_id)
         log = self._log(transport, info, records)
@@ -1022,10 +1030,13 @@ class SlurmPlatform:
                             "2>/dev/null; done", check=False, timeout=30)
         return out.stdout
 
-    def audit(self, transport: Transport, box: Box) -> dict[str, Any]:
-        return scheduler_audit(transport, box)
+    def audit_extras(self, transport: Transport, box: Box) -> dict[str, Any]:
+        return {"scheduler": scheduler_audit(transport, box)}
 
-    def stop_meter(self, store: Store, box: Box) -> str:
+    def stops_meter(self, box: Box) -> bool:
+        return True  # scancel: the allocation is the meter
+
+    def release(self, store: Store, box: Box) -> Released:
         """scancel every live job of the box's runs; there is no box to destroy."""
         ids = [str((r.spec.get("platform_run") or {}).get("job_id") or "")
                for r in store.runs(box.name)]
@@ -1046,6 +1057,6 @@ class SlurmPlatform:
             if job in live and run.status in ("starting", "running"):
                 store.update_run(run.id, status="cancelled")
         if live:
-            return (f"scancel {' '.join(live)}: cancelled {len(live)} live job(s); nothing to "
-                    "tear down (the nodes go back to the scheduler)")
-        return "no live Slurm jobs to cancel; nothing to tear down"
+            return Released(f"scancel {' '.join(live)}: cancelled {len(live)} live job(s); "
+                            "nothing to tear down (the nodes go back to the scheduler)")
+        return Released("no live Slurm jobs to cancel; nothing to tear down")

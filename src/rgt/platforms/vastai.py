@@ -43,7 +43,7 @@ A marketplace of third-party hosts, and what this module does about it:
   confirmed from it).
 - A create (PUT /asks/{id}/) is never retried blindly: after a lost answer rgt lists instances
   for the `label` it gave the create and adopts the new one, recorded in the store at once.
-- `VastPlatform.stop_meter` destroys: the only verb that stops the whole meter. `rgt down` calls
+- `VastPlatform.release` destroys: the only verb that stops the whole meter. `rgt down` calls
   it only after the Iron Law. A plain stop is never offered as a saving: its disk keeps billing.
 
 The key is `VAST_API_KEY`, read from the environment by name (never argv, never printed).
@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
+from rgt.platforms.base import Released
 from rgt.platforms.http import (
     AmbiguousCreate,
     ApiClient,
@@ -71,7 +72,11 @@ from rgt.platforms.http import (
     adopt_lost_create,
     poll_interval,
 )
-from rgt.store import Box, Store
+from rgt.platforms.ssh import SshPlatform
+from rgt.profiles import load_profile
+from rgt.remote.register import register_when_answering
+from rgt.remote.summary import summarize
+from rgt.store import TERMINAL, Box, Store
 from rgt.transport import SshTarget
 
 API_URL = "https://console.vast.ai/api/v0"  # docs.vast.ai/api-reference
@@ -418,8 +423,6 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
             poll_s: float | None = None, on_wait: Notify = _quiet, identity: str | None = None,
             data_dir: str | None = None, durable_dir: str | None = None) -> Box:
     """Create an instance on `offer_id`, wait until SSH answers, register it as box `name`."""
-    from rgt.lifecycle import boxes  # the lifecycle imports platforms; keep this one lazy
-
     existing = store.find_box(name)
     if existing and existing.state == "up":
         raise UserError(f"a box named {name!r} is already up; pick another name")
@@ -481,8 +484,8 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
     target = SshTarget(host=host, port=port, user="root",
                        identity=Path(identity).expanduser() if identity else None)
     try:
-        box = boxes.up_when_answering(
-            store, name, "vastai", target, rate=rate,
+        box = register_when_answering(
+            store, name, load_profile("vastai"), target, rate=rate,
             data_dir=data_dir, durable_dir=durable_dir or data_dir, on_retry=on_wait,
             pause_s=min(3.0, poll_interval()))
     except UserError as err:
@@ -616,9 +619,6 @@ def watch_gate(store: Store, box: Box, run: Any) -> dict[str, Any] | None:
     stored as ended. Once the instance runs again the onstart hook relaunches the run and the
     usual SSH probe takes over. A destroyed instance took the run's disk with it: "vanished".
     """
-    from rgt.lifecycle.watch import summarize  # the lifecycle imports platforms: keep it lazy
-    from rgt.store import TERMINAL
-
     if not box.extra.get("instance_id"):
         return None  # registered by hand: no instance to ask about
     try:
@@ -642,21 +642,28 @@ def watch_gate(store: Store, box: Box, run: Any) -> dict[str, Any] | None:
 
 # teardown ----------------------------------------------------------------------------------
 
-class VastPlatform:
-    """The Platform hooks: `gate` for `rgt watch` (the instance's state before any SSH probe)
-    and `stop_meter` for `rgt down` (destroy, the only full meter stop, then confirm)."""
+class VastPlatform(SshPlatform):
+    """An SSH box rented on vast.ai's marketplace: `provision` creates on an offer
+    (`vast_up`), `gate` tells `rgt watch` the instance's state before any SSH probe, `release`
+    destroys (the only full meter stop) and confirms; the rest is `SshPlatform`'s."""
 
+    name = "vastai"
     confirm_s: float = 120
 
     def gate(self, store: Store, box: Box, run: Any) -> dict[str, Any] | None:
         return watch_gate(store, box, run)
 
-    def stop_meter(self, store: Store, box: Box) -> str:
+    def stops_meter(self, box: Box) -> bool:
+        # a box registered by hand (`rgt up --ssh`) has no instance id for the API to act on
+        return bool(box.extra.get("instance_id"))
+
+    def release(self, store: Store, box: Box) -> Released:
         if not box.extra.get("instance_id"):  # registered by hand with `rgt up`: no API id
-            return ("rgt has no vast.ai instance id for this box (it was registered by hand "
-                    "with `rgt up --ssh`, not rented by rgt): destroy it yourself (vastai "
-                    "destroy instance ID) — a stop keeps billing the disk (VAST1); it bills "
-                    "until then")
+            return Released(
+                "rgt has no vast.ai instance id for this box (it was registered by hand "
+                "with `rgt up --ssh`, not rented by rgt): destroy it yourself (vastai "
+                "destroy instance ID) — a stop keeps billing the disk (VAST1); it bills "
+                "until then", still_billing=[f"vast.ai instance {box.name} until destroyed"])
         instance_id = _instance_id(box)
         poll_s = poll_interval()
         with client() as api:
@@ -677,4 +684,5 @@ class VastPlatform:
         extra = {**store.box(box.name).extra, "destroyed_at": time.time()}
         store.update_box(box.name, extra=extra)
         store.record("cloud-destroyed", {"instance_id": instance_id}, box=box.name)
-        return f"destroyed vast.ai instance {instance_id} (confirmed: no longer listed)"
+        return Released(f"destroyed vast.ai instance {instance_id} (confirmed: no longer "
+                        "listed)")

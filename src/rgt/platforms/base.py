@@ -1,0 +1,198 @@
+"""The one contract every platform implements, and the records its verbs return.
+
+The API, as the lifecycle calls it (every profile has a platform: `platform_for(profile)`):
+
+    class Platform(ABC):
+        name: str                          # the profile name it serves ("kubernetes")
+        supports: frozenset[str]           # the `Resources` fields it maps (gpu, cpus, mem, …)
+        profile: str                       # set by the constructor: Platform(profile=None)
+
+        # required ------------------------------------------------------------------------
+        connect(box) -> Transport
+            How commands and files reach the box (SSH, this machine, kubectl exec …). The
+            caller closes it. Every verb below that takes a transport got it from here.
+        provision(store, request: Request) -> Box
+            `rgt up`: register a machine the user has, or rent one, and store it as a Box
+            (store.add_box). Check `request.resources` with `refuse_unsupported` and refuse
+            anything else it cannot honour BEFORE renting. Record a rented instance in the store
+            (store.record("cloud-launch", …)) the moment it exists: it bills from there.
+        launch(transport, box, spec, layout, *, dependency=None) -> Launched
+            Start a run whose code, secrets (RUN_DIR/secrets.env) and rgt.ckpt (layout.lib) the
+            lifecycle already pushed to `layout`. Returns how it is detached and, for a platform
+            whose own scheduler tracks the run, the `platform_run` record `state` reads back.
+        state(store, box, run, transport) -> dict
+            The run's state as `rgt.remote.summary.summarize` shapes it (start from
+            `summarize({})` and fill what you know). Never trust a claim from the box unchecked:
+            reconcile it with the real process / job / pod.
+        logs(transport, box, run, *, lines=None, cell=None, since_byte=None) -> str
+            The run's log text: all of it, the last `lines` lines, or everything from byte
+            `since_byte` on (`rgt watch --follow` streams with it, from 0); `cell` picks one
+            cell of a sweep. A run with no log yet: a UserError saying so.
+        fetch(transport, box, run, remote, local, *, progress=None) -> TransferStats
+            Bring one directory of the run (`remote`, on the box) into `local` on the laptop.
+            `rgt pull` calls it for each source, then verifies every file itself: the trust
+            boundary (rgt.lifecycle.untrusted) stays in the lifecycle, never in a platform.
+        release(store, box) -> Released
+            The profile's meter-stop verb (terminate, destroy, scancel; or nothing to stop).
+            Say what happened and what still bills afterwards. Called by `rgt down` only after
+            the Iron Law passed: a platform never decides whether teardown is safe.
+        audit_extras(transport, box) -> dict
+            What `rgt audit` adds for this platform: {section: {..., "verdicts": [{level:
+            ok|warn|fail, id, message}]}} (Slurm: {"scheduler": partitions, limits …}); {} when
+            there is nothing to add.
+        stops_meter(box) -> bool            (has a default: False)
+            Whether `release` stops this box's meter itself; False makes `rgt down` show the
+            console step and ask the user to confirm they did it.
+
+        # optional (the lifecycle asks `hasattr`) --------------------------------------------
+        dependency_on(earlier: Run) -> str
+            The scheduler option that starts a run once `earlier` succeeded (`rgt run
+            --after`); having it also means the platform runs sweeps (`grid`) as one array.
+        gate(store, box, run) -> dict | None
+            Asked by `rgt watch` before connecting: None when the box can be asked as usual,
+            else the run's summary while the machine cannot run it (a preempted instance →
+            "paused" with the cause). Never a terminal status for a run that may go on.
+        render(box, spec, run_id, *, dependency=None) -> str
+            What `launch` would submit (an sbatch script; multi-document YAML manifests), for
+            `rgt render` and `rgt run --dry-run`. Runs nothing, touches no box.
+
+`SshPlatform` (rgt.platforms.ssh) implements every required verb for a box that answers SSH
+or is this machine: register the target, the detached on-box runner, the probe, `tail` for
+logs, rgt's own transfer engine for fetch, and release = nothing rgt can stop. A platform
+for a rented SSH box subclasses it and overrides `provision` and `release` (Lambda, vast.ai),
+or `launch`/`state` (Slurm). Everything a platform needs from below lives in `rgt.remote`
+(reach, register, layout, calls, runner, summary); a platform never imports `rgt.lifecycle`
+or `rgt.cli`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rgt.errors import UserError
+from rgt.spec import Resources
+from rgt.store import Box, Run, Store
+from rgt.transport import SshTarget, TransferStats, Transport
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass
+class Request:
+    """What `rgt up` asks a platform for."""
+
+    name: str                                # the box name
+    target: SshTarget | None = None          # --ssh / --host: a machine the user already has
+    resources: Resources = field(default_factory=Resources)  # the one vocabulary
+    rate: float | None = None                # --rate: what the user pays an hour, if known
+    data_dir: str | None = None
+    durable_dir: str | None = None
+    # the platform's own `rgt up` settings that are not resources: Lambda's ssh_key and
+    # filesystem, vast.ai's offer and onstart, secrets, wait_s, identity …
+    options: dict[str, Any] = field(default_factory=dict)
+    on_wait: Callable[[str], None] = _quiet  # progress lines while waiting on a control plane
+
+
+@dataclass
+class Launched:
+    """What `launch` started."""
+
+    detach: str                              # "tmux:rgt-ID", "setsid", "sbatch:123", "pod:x"
+    platform_run: dict[str, Any] | None = None  # the platform's own record of the run, if any
+    status: str = "starting"
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Released:
+    """What `release` did: one line for the user, and what keeps billing afterwards."""
+
+    what: str
+    still_billing: list[str] = field(default_factory=list)
+
+
+RESOURCE_FIELDS = ("gpu", "cpus", "mem", "disk", "image", "region", "spot", "bid", "nodes",
+                   "time")
+
+
+def asked_for(resources: Resources) -> list[str]:
+    """The resource fields the request sets (a default, e.g. nodes=1, asks for nothing)."""
+    asked = []
+    for name in RESOURCE_FIELDS:
+        value = getattr(resources, name)
+        if value not in (None, False) and not (name == "nodes" and value == 1):
+            asked.append(name)
+    return asked
+
+
+def refuse_unsupported(platform: str, supports: frozenset[str], resources: Resources,
+                       where: str = "resources") -> None:
+    """One clear error naming the platform and the field it cannot honour: before renting."""
+    refused = [name for name in asked_for(resources) if name not in supports]
+    if refused:
+        honours = ", ".join(n for n in RESOURCE_FIELDS if n in supports) or "none"
+        raise UserError(f"{platform} cannot honour {where}.{refused[0]} "
+                        f"({getattr(resources, refused[0])!r})"
+                        + (f" (nor {', '.join(refused[1:])})" if refused[1:] else "")
+                        + f"; it maps: {honours}. Drop it, or pick a platform that has it")
+
+
+class Platform(ABC):
+    """A platform: the six verbs plus audit extras (see the module docstring)."""
+
+    name: str = ""
+    supports: frozenset[str] = frozenset()
+
+    def __init__(self, profile: str | None = None) -> None:
+        self.profile = profile or self.name
+
+    @abstractmethod
+    def connect(self, box: Box) -> Transport: ...
+
+    @abstractmethod
+    def provision(self, store: Store, request: Request) -> Box: ...
+
+    @abstractmethod
+    def launch(self, transport: Transport, box: Box, spec: Any, layout: Any, *,
+               dependency: str | None = None) -> Launched: ...
+
+    @abstractmethod
+    def state(self, store: Store, box: Box, run: Run, transport: Transport) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def logs(self, transport: Transport, box: Box, run: Run, *, lines: int | None = None,
+             cell: int | None = None, since_byte: int | None = None) -> str: ...
+
+    @abstractmethod
+    def fetch(self, transport: Transport, box: Box, run: Run, remote: str, local: Path, *,
+              progress: Any = None) -> TransferStats: ...
+
+    @abstractmethod
+    def release(self, store: Store, box: Box) -> Released: ...
+
+    @abstractmethod
+    def audit_extras(self, transport: Transport, box: Box) -> dict[str, Any]: ...
+
+    def stops_meter(self, box: Box) -> bool:
+        """Whether `release` stops this box's meter itself (an API call, a scheduler), or the
+        user must, in the console (`rgt down` then asks them to confirm they did)."""
+        return False
+
+
+class Unbuilt(Platform):
+    """A profile whose platform module has not landed yet: every verb says so, nothing runs.
+
+    Replaced in `rgt.platforms.REGISTRY` by the real class when its module lands."""
+
+    def _refuse(self, *_: Any, **__: Any) -> Any:
+        raise UserError(f"the {self.profile} platform is not built yet: rgt cannot "
+                        f"provision, launch, watch or release {self.profile} boxes in this "
+                        "version")
+
+    connect = provision = launch = state = logs = fetch = release = audit_extras = _refuse  # type: ignore[assignment]

@@ -1,0 +1,113 @@
+"""`SshPlatform`: every verb for a box that answers a shell, over SSH or on this machine.
+
+local, generic-ssh and AutoDL use it as it is (the user rented the machine; rgt registers
+it). Lambda and vast.ai subclass it for `provision` (rent through an API, then register) and
+`release` (terminate / destroy); Slurm for `launch` (sbatch), `state` (squeue/sacct) and
+`release` (scancel).
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from rgt.errors import UserError
+from rgt.platforms.base import Launched, Platform, Released, Request, refuse_unsupported
+from rgt.profiles import load_profile
+from rgt.remote.calls import run_json
+from rgt.remote.layout import Layout
+from rgt.remote.reach import transport_for
+from rgt.remote.register import register
+from rgt.remote.runner import start_runner, wait_for_state
+from rgt.remote.summary import summarize
+from rgt.spec import JobSpec
+from rgt.store import Box, Run, Store
+from rgt.transport import TransferStats, Transport
+
+
+class SshPlatform(Platform):
+    """A machine the user already has: rgt registers it, runs the job under the on-box runner,
+    probes it, reads its log with `tail`, pulls with rgt's transfer engine, and can stop no
+    meter (the user does, in the platform's console, as `rgt down` shows)."""
+
+    def connect(self, box: Box) -> Transport:
+        return transport_for(box)
+
+    def provision(self, store: Store, request: Request) -> Box:
+        # A machine someone else rented is what it is: nothing in `resources` can change it.
+        refuse_unsupported(self.profile, self.supports, request.resources)
+        unknown = sorted(k for k, v in request.options.items() if v not in (None, False, ()))
+        if unknown:
+            raise UserError(f"{self.profile} registers a machine you already have: "
+                            f"--{unknown[0].replace('_', '-')} does not apply; rent it in the "
+                            "console first, then `rgt up NAME --ssh '…'`")
+        return register(store, request.name, load_profile(self.profile), request.target,
+                        rate=request.rate, data_dir=request.data_dir,
+                        durable_dir=request.durable_dir)
+
+    def launch(self, transport: Transport, box: Box, spec: JobSpec, layout: Layout, *,
+               dependency: str | None = None) -> Launched:
+        profile = load_profile(box.profile)
+        detach = start_runner(transport, profile, spec, layout)
+        notes = []
+        if detach == "setsid" and profile.facts.detach_primitive.startswith("tmux"):
+            notes.append("no tmux on the box: the run is detached with setsid instead (it "
+                         "outlives this connection all the same; `rgt watch` follows it)")
+        status = wait_for_state(transport, layout).get("status", "starting")
+        return Launched(detach=detach, status=str(status), notes=notes)
+
+    def state(self, store: Store, box: Box, run: Run, transport: Transport) -> dict[str, Any]:
+        """The on-box probe: state.json reconciled with the process table, boot id, OOM."""
+        return summarize(run_json(transport, "probe", run.remote_dir, "--dirs", box.data_dir,
+                                  box.durable_dir, timeout=60))
+
+    def logs(self, transport: Transport, box: Box, run: Run, *, lines: int | None = None,
+             cell: int | None = None, since_byte: int | None = None) -> str:
+        """RUN_DIR/log; for a sweep, one cell's log, or every cell's with a header each.
+        `since_byte` (`watch --follow`): RUN_DIR/log from that byte on."""
+        info = run.spec.get("platform_run") or {}
+        cells = info.get("cells") or 0
+        if cell is not None and not 0 <= cell < cells:
+            raise UserError(f"run {run.id} has no cell {cell}"
+                            + (f" (cells 0-{cells - 1})" if cells else " (it is not a sweep)"))
+        if lines is not None and lines < 0:
+            raise UserError(f"--tail/-n takes a number of lines >= 0, not {lines}")
+        if since_byte is not None:  # what was written since the last poll
+            log = shlex.quote(f"{run.remote_dir}/log")
+            return transport.run(f"tail -c +{int(since_byte) + 1} {log} 2>/dev/null",
+                                 check=False, timeout=30).stdout
+        if cells:
+            chosen = [cell] if cell is not None else range(cells)
+            paths = [str(info["log"]).replace("%a", str(i)) for i in chosen]
+        else:
+            paths = [f"{run.remote_dir}/log"]
+        quoted = " ".join(shlex.quote(p) for p in paths)
+        if lines == 0:  # `tail -n 0` prints nothing, which is what was asked; no round trip
+            return ""
+        # tail prints "==> file <==" between files, which is what tells the cells apart
+        command = f"tail -n {int(lines)} {quoted}" if lines else f"tail -n +1 {quoted}"
+        result = transport.run(command, check=False, timeout=60)
+        if not result.ok and not result.stdout:
+            raise UserError(f"no log yet for run {run.id} on {box.name}")
+        return result.stdout
+
+    def fetch(self, transport: Transport, box: Box, run: Run, remote: str, local: Path, *,
+              progress: Any = None) -> TransferStats:
+        """rgt's own engine (`rgt.transport.transfer`): resumable, atomic per file; what
+        arrives is checked by `rgt pull`, not here."""
+        return transport.get(remote, local, progress=progress)
+
+    def release(self, store: Store, box: Box) -> Released:
+        """Nothing rgt can stop: the user stops the meter the profile's way (console)."""
+        if box.is_local and load_profile(box.profile).facts.kind == "local":
+            return Released("this machine: nothing bills, nothing to stop")
+        stop = load_profile(box.profile).meter_stop
+        return Released(f"rgt cannot stop this meter itself: {stop.how or stop.name}",
+                        still_billing=[f"{box.name} until you {stop.name} it in the console"])
+
+    def audit_extras(self, transport: Transport, box: Box) -> dict[str, Any]:
+        return {}
+
+    def stops_meter(self, box: Box) -> bool:
+        return load_profile(box.profile).facts.kind == "local"  # this machine bills nothing

@@ -1,0 +1,120 @@
+"""The flat summary of a run's state that every verb reads (`watch`, `pull`, `down`, `ls`).
+
+Every platform's `state` returns these keys (`summarize({})` gives them all, empty), whatever
+it asked: the on-box probe, squeue/sacct, a pod's phase. The on-box probe reports what the
+trainer itself writes (`rgt.onbox.probe.parse_metrics`: HF dict lines, JSON lines, `step N
+loss X` text; a tqdm bar for step/total/rate/ETA; Lightning's CSVLogger `metrics.csv`) and the
+names in the job's checkpoint home; `training` and `last_checkpoint` merge them. A value
+nobody reported is left out, never guessed: no total, no ETA.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import PurePosixPath
+from typing import Any
+
+from rgt.ckpt import formats
+
+EXIT_PREEMPTED = 85  # rgt.ckpt's documented exit code for "checkpointed on a signal, requeue me"
+CHECKPOINT_KINDS = ("rgt.ckpt", "lightning", "torch", "safetensors")
+
+
+def summarize(report: dict[str, Any]) -> dict[str, Any]:
+    """Flatten the on-box probe's report into what the verbs and the display need."""
+    state = report.get("state") or {}
+    verdict = report.get("verdict") or {}
+    log = report.get("log") or {}
+    status = verdict.get("status") or state.get("status") or "unknown"
+    exit_code = state.get("exit_code")
+    if status == "failed" and exit_code == EXIT_PREEMPTED:
+        status = "preempted"
+    started, ended = state.get("started"), state.get("ended")
+    causes = []
+    if status == "stopped":  # what the stop kept is the first thing to know
+        causes.append(stop_line({"stop_signal": state.get("stop_signal"),
+                                 "last_checkpoint": last_checkpoint(report.get("checkpoints"))}))
+    if verdict.get("summary") and status not in ("running", "succeeded"):
+        causes.append(verdict["summary"])
+    if verdict.get("cause") and verdict["cause"] not in " ".join(causes):
+        causes.append(f"likely cause: {verdict['cause']}")
+    if verdict.get("gotchas"):
+        causes.append("see " + ", ".join(verdict["gotchas"]))
+    return {
+        "status": status,
+        "exit_code": exit_code,
+        "signal": state.get("signal"),
+        "started": started,
+        "ended": ended,
+        "duration": (ended or time.time()) - started if started else None,
+        "heartbeat_age": report.get("heartbeat_age_s"),
+        "causes": causes,
+        "advice": verdict.get("action") or "",
+        "probe_warnings": verdict.get("warnings") or [],
+        "sync": state.get("sync") or {},
+        "restarts": state.get("restarts") or [],
+        "error": state.get("error"),
+        "metrics": log.get("last_metrics"),
+        "training": training(log),
+        "last_checkpoint": last_checkpoint(report.get("checkpoints")),
+        "stop_signal": state.get("stop_signal"),
+        "log_tail": log.get("tail") or [],
+        "disks": {d["path"]: d for d in report.get("disks") or [] if "path" in d},
+    }
+
+
+def training(log: dict[str, Any]) -> dict[str, Any]:
+    """{step, total, loss, loss_key, epoch, rate, eta_s, source} from the probe's log facts."""
+    line = log.get("metrics") or {}
+    csv = log.get("csv_metrics") or {}
+    bar = log.get("progress") or {}
+    # the log line is the freshest; metrics.csv is flushed every 100 steps by Lightning
+    step_from = max((m for m in (line, csv) if m.get("step") is not None),
+                    key=lambda m: m["step"], default={})
+    out: dict[str, Any] = {}
+    for key in ("loss", "loss_key", "epoch"):
+        value = line.get(key, csv.get(key))
+        if value is not None:
+            out[key] = value
+    step = bar.get("step", step_from.get("step"))
+    if step is not None:
+        out["step"] = step
+    for key in ("total", "rate", "eta_s"):
+        if bar.get(key) is not None:
+            out[key] = bar[key]
+    sources = [name for name, part in (("log", line), ("progress bar", bar)) if part]
+    if csv:
+        sources.append(csv.get("source") or "metrics.csv")
+    if sources:
+        out["source"] = ", ".join(sources)
+    return out
+
+
+def last_checkpoint(entries: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The newest checkpoint among the checkpoint home's entries (newest first, by mtime):
+    an HF checkpoint-N or DCP directory, or a checkpoint file; its step from its name."""
+    for entry in entries or []:
+        parts = PurePosixPath(str(entry.get("name") or "")).parts
+        if not parts:
+            continue
+        top = parts[0]
+        if formats.step_from_name(top) is not None and top.startswith(("checkpoint-", "step")):
+            return {"name": top, "step": formats.step_from_name(top), "mtime": entry["mtime"]}
+        name = parts[-1]
+        if entry.get("dir"):
+            continue
+        if formats.kind_of_name(name) in CHECKPOINT_KINDS:
+            return {"name": "/".join(parts), "step": formats.step_from_name(name),
+                    "mtime": entry["mtime"]}
+    return None
+
+
+def stop_line(summary: dict[str, Any]) -> str:
+    """`stopped by SIGTERM, last checkpoint step 1500 (checkpoint-1500)`: what a stop kept."""
+    ckpt = summary.get("last_checkpoint")
+    signal = summary.get("stop_signal") or "a signal"
+    if not ckpt:
+        return f"stopped by {signal}; no checkpoint in the checkpoint home"
+    step = f"step {ckpt['step']} ({ckpt['name']})" if ckpt.get("step") is not None \
+        else ckpt["name"]
+    return f"stopped by {signal}, last checkpoint {step}"
