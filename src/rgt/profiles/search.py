@@ -46,8 +46,13 @@ _STOPWORDS = frozenset([
     "please", "try", "again", "more", "less", "some", "other", "only", "also", "still", "just",
     "time", "times", "code", "text", "data", "path", "paths", "like",
 ])
+# Exception and log-level class names (RuntimeError, OSError, UserWarning): every stack trace
+# has one, so sharing one with a gotcha's prose says nothing about which gotcha it is.
+_GENERIC_SUFFIXES = ("error", "exception", "warning")
 _FUZZY_MIN_SCORE = 0.45
-_FUZZY_MIN_SHARED = 2
+# Two words in common is coincidence more often than not on real logs ("Submitted batch job",
+# "Mounted at /content/drive" each share two words with some gotcha); three is evidence.
+_FUZZY_MIN_SHARED = 3
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,8 @@ def _haystack(title: str, symptom: str) -> frozenset[str]:
 def _words(text: str) -> Iterator[str]:
     for word in _WORD.findall(text.lower()):
         word = word.strip(".-_+")
-        if len(word) >= 3 and word not in _STOPWORDS and not word.isdigit():
+        if (len(word) >= 3 and word not in _STOPWORDS and not word.isdigit()
+                and not word.endswith(_GENERIC_SUFFIXES)):
             yield word
 
 
