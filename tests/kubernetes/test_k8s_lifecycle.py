@@ -7,7 +7,6 @@ uninterrupted run. The transcript is printed (pytest -s shows it; the README quo
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -15,17 +14,9 @@ from pathlib import Path
 
 import torch
 from cli import rgt
-from kubekit import IMAGE
+from kubekit import EVERY, STEPS, job_spec, up
 
 import rgt.examples.train_mlp as train_mlp
-from rgt.lifecycle import boxes
-from rgt.spec import Resources
-from rgt.store import Store
-
-STEPS, EVERY = 30, 5
-TRAIN = f"python train_mlp.py --ckpt-dir $RGT_CKPT_DIR --out out --steps {STEPS} " \
-        f"--save-every {EVERY} --sleep 0.05"
-
 
 _CLOCK = [time.monotonic()]
 
@@ -34,24 +25,6 @@ def say(transcript: list[str], command: str, done: subprocess.CompletedProcess) 
     took, _CLOCK[0] = time.monotonic() - _CLOCK[0], time.monotonic()
     transcript.append(f"$ {command}   # exit {done.returncode}, {took:.1f} s")
     transcript += [f"  {line}" for line in (done.stdout + done.stderr).rstrip().splitlines()]
-
-
-def up(tmp_path: Path, image: str = IMAGE, **options) -> None:
-    boxes.up(Store(), "k8s", "kubernetes", None, rate=None, data_dir=None, durable_dir=None,
-             resources=Resources(image=image, disk="1G"),
-             options={"mount_path": str(tmp_path / "mnt" / "checkpoints"), **options})
-
-
-def job_spec(tmp_path: Path, extra: str = "") -> Path:
-    work = tmp_path / "job"
-    work.mkdir(exist_ok=True)
-    shutil.copy(train_mlp.__file__, work / "train_mlp.py")
-    spec = tmp_path / "job.yaml"
-    spec.write_text(f"name: mlp\nworkdir: job\nrun: {TRAIN}\noutputs: [out/]\n"
-                    "checkpoint_dir: $RGT_CKPT_DIR\n"
-                    'resources: {gpu: "A100:1", time: "10m"}\n'
-                    'env: {RGT_CKPT_WRITE_S: "1"}\n' + extra)
-    return spec
 
 
 def reference_run(tmp_path: Path) -> dict:

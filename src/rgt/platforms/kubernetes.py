@@ -379,9 +379,11 @@ class KubernetesPlatform(Platform):
         job = kube.find(kube.ns(BATCH, "jobs", str(info.get("job") or "")))
         pods = self._pods(kube, run) if job is not None else []
         events: list[dict[str, Any]] = []
-        for name in [p["metadata"]["name"] for p in pods[-4:]] + ([info["job"]] if job else []):
+        if job is not None:  # this Job's pods, those already deleted included (by name)
             with contextlib.suppress(ApiError):
-                events += kube.items(CORE, "events", fields=f"involvedObject.name={name}")
+                events = [e for e in kube.items(CORE, "events")
+                          if str((e.get("involvedObject") or {}).get("name") or "")
+                          .startswith(info["job"])]
         tail: list[str] = []
         if pods:
             with contextlib.suppress(ApiError):

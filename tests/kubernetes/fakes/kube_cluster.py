@@ -223,6 +223,9 @@ class Cluster:
                 if proc:
                     _kill(proc.popen, signal.SIGKILL)
                     proc.popen.wait()
+                self.api.event(pod, "TaintManagerEviction", "Marking for deletion Pod "
+                               f"{pod['metadata']['namespace']}/{pod['metadata']['name']}",
+                               component="taint-eviction-controller")
                 self.terminate(pod, 0, reason="DeletionByTaintManager",
                                message="Taint manager: deleting due to NoExecute taint")
         for uid, (where, _) in list(self.attached.items()):

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import base64
+import shutil
 from pathlib import Path
 
 import yaml
 
+STEPS, EVERY = 30, 5
+TRAIN = f"python train_mlp.py --ckpt-dir $RGT_CKPT_DIR --out out --steps {STEPS} " \
+        f"--save-every {EVERY} --sleep 0.05"
 TOKEN = "rgt-test-token"
 IMAGE = "registry.example.com/team/train@sha256:" + "ab" * 32
 
@@ -69,3 +73,62 @@ def make_tls(where: Path) -> tuple[Path, Path, bytes]:
                                            serialization.PrivateFormat.PKCS8,
                                            serialization.NoEncryption()))
     return cert_file, key_file, ca.public_bytes(serialization.Encoding.PEM)
+
+
+def up(tmp_path: Path, image: str = IMAGE, **options) -> None:
+    from rgt.lifecycle import boxes
+    from rgt.spec import Resources
+    from rgt.store import Store
+
+    boxes.up(Store(), "k8s", "kubernetes", None, rate=None, data_dir=None, durable_dir=None,
+             resources=Resources(image=image, disk="1G"),
+             options={"mount_path": str(tmp_path / "mnt" / "checkpoints"), **options})
+
+
+def job_spec(tmp_path: Path, extra: str = "") -> Path:
+    work = tmp_path / "job"
+    work.mkdir(exist_ok=True)
+    import rgt.examples.train_mlp as train_mlp
+
+    shutil.copy(train_mlp.__file__, work / "train_mlp.py")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"name: mlp\nworkdir: job\nrun: {TRAIN}\noutputs: [out/]\n"
+                    "checkpoint_dir: $RGT_CKPT_DIR\n"
+                    'resources: {gpu: "A100:1", time: "10m"}\n'
+                    'env: {RGT_CKPT_WRITE_S: "1"}\n' + extra)
+    return spec
+
+
+COUNTER = '''"""A training stand-in without torch: counts, one checkpoint per step (rgt.ckpt)."""
+import os, sys, time
+from rgt.ckpt import Checkpointer, PreemptionFlag, EXIT_PREEMPTED
+
+total, pause = int(sys.argv[1]), float(sys.argv[2])
+ckpt = Checkpointer(os.environ["RGT_CKPT_DIR"], keep_last=2)
+loaded = ckpt.load_latest()
+start = loaded.step + 1 if loaded else 1
+print(f"resumed step={loaded.step}" if loaded else "fresh start", flush=True)
+with PreemptionFlag() as preempted:
+    for step in range(start, total + 1):
+        time.sleep(pause)
+        ckpt.save({"step": step}, step)
+        print(f"step={step}", flush=True)
+        if preempted:
+            print(f"preempted step={step}", flush=True)
+            sys.exit(EXIT_PREEMPTED)
+os.makedirs("out", exist_ok=True)
+open("out/count.txt", "w").write(str(total))
+print(f"done step={total}", flush=True)
+'''
+
+
+def counter_spec(tmp_path: Path, steps: int = 20, pause: float = 0.1, extra: str = "") -> Path:
+    """A job that needs no torch (fast pods): counts, checkpoints every step, resumes."""
+    work = tmp_path / "counter"
+    work.mkdir(exist_ok=True)
+    (work / "count.py").write_text(COUNTER)
+    spec = tmp_path / "counter.yaml"
+    spec.write_text(f"name: counter\nworkdir: counter\nrun: python count.py {steps} {pause}\n"
+                    "outputs: [out/]\ncheckpoint_dir: $RGT_CKPT_DIR\n"
+                    'resources: {gpu: "A100:1"}\n' + extra)
+    return spec

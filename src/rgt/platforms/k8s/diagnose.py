@@ -20,6 +20,7 @@ from typing import Any
 from rgt.profiles import load_profile
 from rgt.remote.summary import EXIT_PREEMPTED, summarize
 
+GONE_REASONS = ("TaintManagerEviction", "Evicted", "Preempting", "Preempted", "NodeNotReady")
 IMAGE_WAITING = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 FATAL_IMAGE = re.compile(r"not found|manifest unknown|does not exist|unauthorized|denied|"
                          r"InvalidImageName|invalid reference", re.IGNORECASE)
@@ -100,10 +101,13 @@ def pod_line(pod: dict[str, Any], events: list[dict[str, Any]]) -> str:
                             if c.get("type") == "PodScheduled" and c.get("status") == "False"),
                            None)
         why = (unscheduled or {}).get("message") or ""
-        if not why:
-            warn = [e for e in events if (e.get("involvedObject") or {}).get("name") == name
-                    and e.get("type") == "Warning"]
-            why = warn[-1].get("message", "") if warn else ""
+    if why.strip(": ") in ("", "ContainerCreating", "PodInitializing"):
+        # a generic wait: the newest warning about this pod says what it waits for
+        warn = [e for e in events if (e.get("involvedObject") or {}).get("name") == name
+                and e.get("type") == "Warning"]
+        if warn:
+            base, message = why.strip(": "), warn[-1].get("message", "")
+            why = f"{base} ({message})" if base else message
     return f"pod {name} {phase}" + (f": {why.strip(': ')}" if why.strip(": ") else "")
 
 
@@ -153,6 +157,17 @@ def job_summary(job: dict[str, Any] | None, pods: list[dict[str, Any]],
             restarts.append({"pod": pod["metadata"]["name"], "exit_code": exit_code(pod),
                              "cause": f"{reason}: pod {pod['metadata']['name']}",
                              "why": pod_line(pod, events)})
+    # a pod deleted by the cluster (lost node, API eviction) is gone; its events stay an hour
+    present = {(p.get("metadata") or {}).get("name") for p in pods}
+    for event in events:
+        name = (event.get("involvedObject") or {}).get("name")
+        if (event.get("involvedObject") or {}).get("kind") == "Pod" and name not in present \
+                and event.get("reason") in GONE_REASONS:
+            present.add(name)
+            restarts.append({"pod": name, "exit_code": None,
+                             "cause": f"{event['reason']}: pod {name}",
+                             "why": f"pod {name} deleted by the cluster: {event['reason']}: "
+                                    f"{event.get('message') or ''}".rstrip(": ")})
     summary["restarts"] = restarts
     done = condition(job, "Complete") or condition(job, "SuccessCriteriaMet")
     failed = condition(job, "Failed") or condition(job, "FailureTarget")

@@ -1,0 +1,111 @@
+"""What `watch` makes of the cluster's own troubles, and sweeps as Indexed Jobs: a pod Pending
+for want of GPUs (K8S1), a node lost with its pod and the claim still attached there
+(Multi-Attach, K8S4) until the replacement starts elsewhere, no GPU inside the container (K8S6),
+and a grid run as one Indexed Job with parallelism = max_parallel, pulled cell by cell."""
+
+from __future__ import annotations
+
+import time
+
+from cli import rgt
+from kubekit import counter_spec, up
+
+from rgt.lifecycle.launch import launch
+from rgt.lifecycle.watch import refresh, wait_until_done
+from rgt.spec import load_spec
+from rgt.store import Store
+
+
+def run(spec) -> list[str]:
+    """`rgt run`, in this process (the CLI path is tests/kubernetes/test_k8s_lifecycle.py)."""
+    return launch(Store(), "k8s", load_spec(spec))[1]
+
+
+def watch_json() -> dict:
+    store = Store()
+    box = store.box("k8s")
+    return refresh(store, box, store.run("k8s", None))
+
+
+def until_done() -> dict:
+    store = Store()
+    return wait_until_done(store, store.box("k8s"), store.run("k8s", None), poll_s=0.2,
+                           timeout_s=60)
+
+
+def wait_for(predicate, timeout: float = 30, what: str = ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_pending_for_gpus_names_k8s1(kube, home, tmp_path, monkeypatch):
+    monkeypatch.setenv("RGT_K8S_START_WAIT_S", "1")
+    up(tmp_path)
+    spec = counter_spec(tmp_path)
+    spec.write_text(spec.read_text().replace('"A100:1"', '"A100:4"'))
+    notes = run(spec)
+    assert any("Insufficient nvidia.com/gpu" in n for n in notes), notes
+    state = watch_json()
+    assert state["status"] == "starting"
+    assert any("0/2 nodes are available: 2 Insufficient nvidia.com/gpu" in c
+               for c in state["causes"])
+    assert any(c.startswith("K8S1") for c in state["causes"]), state["causes"]
+
+
+def test_lost_node_multi_attach_then_resume_elsewhere(kube, home, tmp_path):
+    kube.cluster.detach_delay_s = 1.5  # the old node's attachment outlives it for a while
+    up(tmp_path)
+    run(counter_spec(tmp_path, steps=30))
+    pod = wait_for(lambda: [p for p in kube.pods() if p["status"]["phase"] == "Running"
+                            and p["metadata"]["labels"].get("rgt.dev/part") == "job"],
+                   what="the training pod")[0]
+    wait_for(lambda: list((kube.cluster.root / "volumes").glob("*/rgt/jobs/counter/ckpt/*")),
+             what="a first checkpoint on the PVC")
+    kube.cluster.lose_node(pod["spec"]["nodeName"])
+    state = wait_for(lambda: (lambda s: s if any(c.startswith("K8S4") for c in s["causes"])
+                              else None)(watch_json()), what="Multi-Attach in watch")
+    assert any("TaintManagerEviction" in r["why"] for r in state["restarts"]), state
+    assert state["status"] in ("starting", "running")
+    assert any("Multi-Attach error for volume" in c for c in state["causes"])
+    assert until_done()["status"] == "succeeded"
+    logs = rgt("logs", "k8s").stdout
+    assert "resumed step=" in logs  # the replacement picked up the PVC checkpoint
+
+
+def test_no_gpu_in_the_container_is_k8s6(kube, home, tmp_path):
+    up(tmp_path)
+    spec = counter_spec(tmp_path, steps=100)
+    lines = spec.read_text().splitlines()
+    lines = [f"""run: 'echo "GPU available: False, used: False" && {line[5:]}'"""
+             if line.startswith("run: ") else line for line in lines]
+    spec.write_text("\n".join(lines) + "\n")
+    run(spec)
+    state = wait_for(lambda: (lambda s: s if s["probe_warnings"] else None)(watch_json()),
+                     what="the K8S6 warning")
+    assert "K8S6" in state["probe_warnings"][0]
+
+
+def test_sweep_is_one_indexed_job(kube, home, tmp_path):
+    up(tmp_path)
+    spec = tmp_path / "sweep.yaml"
+    (tmp_path / "sweep").mkdir()
+    spec.write_text("name: sweep\nworkdir: sweep\n"
+                    "run: echo \"seed={seed} lr={lr}\" > \"$RGT_OUT_DIR/cell.txt\"\n"
+                    "outputs: [cell.txt]\ngrid: {seed: [0, 1], lr: [0.1]}\nmax_parallel: 1\n")
+    run(spec)
+    job = kube.jobs()[0]
+    assert (job["spec"]["completionMode"], job["spec"]["completions"],
+            job["spec"]["parallelism"]) == ("Indexed", 2, 1)
+    assert until_done()["status"] == "succeeded"
+    assert kube.jobs()[0]["status"]["completedIndexes"] == "0,1"
+    assert "seed=" not in rgt("logs", "k8s", "--cell", "1").stdout  # the cell wrote a file
+    dest = tmp_path / "results"
+    pulled = rgt("pull", "k8s", "--dest", str(dest))
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    assert [(dest / "cells" / str(i) / "out" / "cell.txt").read_text() for i in (0, 1)] == \
+        ["seed=0 lr=0.1\n", "seed=1 lr=0.1\n"]
