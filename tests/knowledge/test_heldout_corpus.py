@@ -1,0 +1,120 @@
+"""`rgt gotcha search` on error lines the rules were not written from (heldout_corpus.yaml).
+
+error_corpus.yaml measures the rules on the lines they were tuned on (80/80), a ceiling. This
+file measures them on lines collected afterwards from other threads, answers chosen before
+searching:
+
+- round 1 (44 lines with a catalog answer, 26 unrelated): with the rules as tuned on
+  error_corpus, 13/44 had a right gotcha in the top 3 (29.5%) and 4/26 unrelated lines got an
+  answer. Its misses then drove class-level rule changes (commit 7cc579c): 42/44 and 0/26, a
+  figure that is no longer held out.
+- round 2 (19 + 12), collected after those changes and used for nothing else: 7/19 (36.8%),
+  1/12 unrelated lines answered. That is the honest figure for lines nobody has seen, and it is
+  far below the issue's 90%.
+
+The bars below are the measured figures (round 1 at the issue's 90%, which its fitted 42/44
+clears by two lines; round 2 at exactly what it scored), so a change that loses a hit or adds a
+false answer fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed
+with what search answers, not scored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rgt.profiles import search_gotchas
+from rgt.profiles.loader import all_gotchas
+
+HERE = Path(__file__).parent
+HELDOUT = yaml.safe_load((HERE / "heldout_corpus.yaml").read_text(encoding="utf-8"))
+TUNING = yaml.safe_load((HERE / "error_corpus.yaml").read_text(encoding="utf-8"))
+KNOWN_IDS = {g.id for _, g in all_gotchas()}
+
+ROUNDS = {  # round: (positive key, negative key)
+    1: ("positive", "negative"),
+    2: ("round2_positive", "round2_negative"),
+}
+# Measured when each bar was set (see the module docstring).
+MIN_RATE = {1: 0.90, 2: 7 / 19}
+MAX_FALSE_ANSWERS = {1: 0, 2: 1}
+
+
+def _answerable(round_: int) -> list[dict]:
+    return [e for e in HELDOUT[ROUNDS[round_][0]] if "expect" in e]
+
+
+def _lacking(round_: int) -> list[dict]:
+    return [e for e in HELDOUT[ROUNDS[round_][0]] if "lacks" in e]
+
+
+def _top3(line: str, profile: str | None = None) -> list[str]:
+    return [hit.gotcha.id for hit in search_gotchas(line, profile, limit=3)]
+
+
+def _misses(entries: list[dict], *, with_profile: bool = False) -> list[tuple]:
+    missed = []
+    for entry in entries:
+        profile = entry.get("profile") if with_profile else None
+        top = _top3(entry["line"], profile)
+        if not set(top) & set(entry["expect"]):
+            missed.append((entry["line"][:70], entry["expect"], top))
+    return missed
+
+
+def test_the_corpus_is_sourced_sized_and_disjoint_from_the_tuning_corpus():
+    assert len(_answerable(1)) >= 40 and len(HELDOUT["negative"]) >= 20
+    tuning_lines = {e["line"] for e in TUNING["positive"] + TUNING["negative"]}
+    tuning_threads = {e["source"] for e in TUNING["positive"] + TUNING["negative"]}
+    for positive, negative in ROUNDS.values():
+        for entry in HELDOUT[positive] + HELDOUT[negative]:
+            assert entry["line"].strip() and entry["source"].startswith("https://"), entry
+            assert entry["line"] not in tuning_lines, entry
+            assert entry["source"] not in tuning_threads, entry
+        for entry in HELDOUT[positive]:
+            # either the right gotchas, or a statement of what the catalog lacks; never both
+            assert ("expect" in entry) != ("lacks" in entry), entry
+            assert set(entry.get("expect", [])) <= KNOWN_IDS, entry
+            assert entry.get("profile") in (None, *{p for p, _ in all_gotchas()}), entry
+
+
+@pytest.mark.parametrize("round_", sorted(ROUNDS))
+def test_a_right_gotcha_is_in_the_top_3_at_the_measured_rate(round_):
+    entries = _answerable(round_)
+    missed = _misses(entries)
+    hits = len(entries) - len(missed)
+    rate = hits / len(entries)
+    print(f"held-out round {round_}: {hits}/{len(entries)} in the top 3 ({rate:.1%}); "
+          f"missed {missed}")
+    assert rate >= MIN_RATE[round_] - 1e-9, missed
+
+
+@pytest.mark.parametrize("round_", sorted(ROUNDS))
+def test_naming_the_platform_does_not_lose_answers(round_):
+    entries = _answerable(round_)
+    plain = len(entries) - len(_misses(entries))
+    missed = _misses(entries, with_profile=True)
+    print(f"held-out round {round_} with --profile where known: "
+          f"{len(entries) - len(missed)}/{len(entries)}; missed {missed}")
+    assert len(entries) - len(missed) >= plain, missed
+
+
+@pytest.mark.parametrize("round_", sorted(ROUNDS))
+def test_unrelated_lines_get_at_most_the_measured_false_answers(round_):
+    negatives = HELDOUT[ROUNDS[round_][1]]
+    answered = [(e["line"][:60], [(h.gotcha.id, h.why, h.match) for h in hits[:3]])
+                for e in negatives if (hits := search_gotchas(e["line"]))]
+    print(f"held-out round {round_}: {len(answered)}/{len(negatives)} unrelated lines "
+          f"answered: {answered}")
+    assert len(answered) <= MAX_FALSE_ANSWERS[round_], answered
+
+
+def test_lines_the_catalog_lacks_are_listed_with_what_search_answers():
+    lacking = _lacking(1) + _lacking(2)
+    assert len(lacking) >= 10
+    for entry in lacking:
+        answer = [(h.gotcha.id, h.why) for h in search_gotchas(entry["line"], limit=3)]
+        print(f"catalog lacks: {entry['lacks']} <- {entry['line'][:50]!r} answered {answer}")
+        assert entry["lacks"].strip()
