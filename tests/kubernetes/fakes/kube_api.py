@@ -196,10 +196,14 @@ class FakeKubeApi:
 
     # ------------------------------------------------------------------ authn / authz
 
-    def user_of(self, headers: dict[str, str]) -> str:
+    def user_of(self, headers: dict[str, str], peer: dict | None = None) -> str:
         auth = headers.get("authorization", "")
         if auth.startswith("Bearer ") and auth[7:] in self.tokens:
             return self.tokens[auth[7:]]
+        for rdn in (peer or {}).get("subject", ()):
+            for key, value in rdn:
+                if key == "commonName" and not auth:
+                    return value
         raise ApiFailure(401, "Unauthorized", "Unauthorized")
 
     def allowed(self, user: str, verb: str, resource: str) -> bool:
@@ -270,6 +274,9 @@ class FakeKubeApi:
         if tls:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
+            # client certificates signed by the cluster CA authenticate as their CN
+            context.load_verify_locations(Path(tls[0]).with_name("ca.crt"))
+            context.verify_mode = ssl.CERT_OPTIONAL
             self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
             self.scheme = "https"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -292,6 +299,8 @@ class FakeKubeApi:
         length = int(headers.get("content-length") or 0)
         raw = h.rfile.read(length) if length else b""
         self.requests.append((h.command, split.path))
+        peer = h.connection.getpeercert() if hasattr(h.connection, "getpeercert") else None
+        headers["x-fake-peer"] = peer  # type: ignore[assignment]
         try:
             from kube_routes import route  # the paths, kept apart to keep this file readable
 

@@ -67,7 +67,7 @@ def discovery(api, path: str) -> Any:
 
 
 def route(api, h, method: str, path: str, query: dict, headers: dict, raw: bytes):
-    user = api.user_of(headers)
+    user = api.user_of(headers, headers.pop("x-fake-peer", None))
     if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and method == "POST" \
             and "protobuf" in headers.get("content-type", ""):
         return access_review(api, user, review_from_protobuf(raw))  # kubectl auth can-i

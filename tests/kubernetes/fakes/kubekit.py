@@ -33,7 +33,8 @@ def write_kubeconfig(path: Path, server: str, *, token: str = TOKEN, namespace: 
 
 def make_tls(where: Path) -> tuple[Path, Path, bytes]:
     """A CA and a server certificate for 127.0.0.1 (kubectl sends no token over plain HTTP):
-    (server cert file, server key file, CA PEM)."""
+    (server cert file, server key file, CA PEM); beside them the CA (ca.crt) and a client
+    certificate for user "bob" (bob.crt, bob.key) that the fake API accepts."""
     import datetime
     import ipaddress
 
@@ -67,6 +68,17 @@ def make_tls(where: Path) -> tuple[Path, Path, bytes]:
             critical=False)
         .sign(ca_key, hashes.SHA256()))
     where.mkdir(parents=True, exist_ok=True)
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client = (x509.CertificateBuilder().subject_name(name("bob")).issuer_name(ca.subject)
+              .public_key(client_key.public_key()).serial_number(3)
+              .not_valid_before(now - datetime.timedelta(hours=1))
+              .not_valid_after(now + datetime.timedelta(days=1))
+              .sign(ca_key, hashes.SHA256()))
+    (where / "bob.crt").write_bytes(client.public_bytes(serialization.Encoding.PEM))
+    (where / "bob.key").write_bytes(client_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption()))
+    (where / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     cert_file, key_file = where / "apiserver.crt", where / "apiserver.key"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
