@@ -5,6 +5,7 @@ If the fake's paths or shapes drift from the real API, these fail."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -113,7 +114,8 @@ def test_official_client_sees_the_fake_refuse_what_the_api_refuses(kube, client)
 
 
 def kubectl(kube, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    binary = shutil.which("kubectl")
+    # RGT_TEST_KUBECTL picks another build (e.g. Debian bookworm's 1.20 beside a newer one)
+    binary = os.environ.get("RGT_TEST_KUBECTL") or shutil.which("kubectl")
     assert binary, "kubectl is missing: scripts/test installs Debian's kubernetes-client"
     done = subprocess.run([binary, "--kubeconfig", str(kube.kubeconfig), *args],
                           capture_output=True, text=True, timeout=60)
