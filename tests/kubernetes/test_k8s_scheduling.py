@@ -109,3 +109,36 @@ def test_sweep_is_one_indexed_job(kube, home, tmp_path):
     assert pulled.returncode == 0, pulled.stdout + pulled.stderr
     assert [(dest / "cells" / str(i) / "out" / "cell.txt").read_text() for i in (0, 1)] == \
         ["seed=0 lr=0.1\n", "seed=1 lr=0.1\n"]
+
+
+def test_dry_run_prints_a_valid_job_and_submits_nothing(kube, home, tmp_path):
+    import kubernetes_validate
+    import yaml
+
+    up(tmp_path)
+    shown = rgt("run", "k8s", str(counter_spec(tmp_path)), "--dry-run")
+    assert shown.returncode == 0, shown.stderr
+    job = yaml.safe_load(shown.stdout)
+    assert job["kind"] == "Job" and job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    kubernetes_validate.validate(job, "1.33.0", strict=True)
+    assert kube.jobs() == []
+
+
+def test_cancel_deletes_the_job_and_the_trainer_checkpoints(kube, home, tmp_path):
+    from rgt.platforms import platform_for
+
+    up(tmp_path)
+    run(counter_spec(tmp_path, steps=200))
+    wait_for(lambda: "step=2" in rgt("logs", "k8s").stdout, what="training")
+    store = Store()
+    box = store.box("k8s")
+    platform = platform_for("kubernetes")
+    transport = platform.connect(box)
+    try:
+        report = platform.cancel(transport, box, store.run("k8s", None), 30)
+    finally:
+        transport.close()
+    assert report["sent"][0].startswith("delete job rgt-counter-")
+    wait_for(lambda: not kube.pods(), what="the pods gone")
+    log = next((kube.cluster.root / "volumes").glob("*/rgt/counter-*/log")).read_text()
+    assert "preempted step=" in log  # SIGTERM reached the trainer, which checkpointed

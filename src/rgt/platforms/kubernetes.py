@@ -412,6 +412,17 @@ class KubernetesPlatform(Platform):
             return "\n".join(text.splitlines()[-lines:]) + ("\n" if lines else "")
         return text
 
+    def cancel(self, transport: Transport, box: Box, run: Run, grace_s: float
+               ) -> dict[str, Any]:
+        """`rgt cancel` the Kubernetes way (an optional verb the lifecycle does not call yet):
+        delete the Job; its pods get SIGTERM, then SIGKILL after their
+        terminationGracePeriodSeconds (the checkpoint lead), as on a preemption."""
+        kube = transport.kube if isinstance(transport, DoorTransport) else kube_for(box)
+        job = str((run.spec.get("platform_run") or {}).get("job") or "")
+        gone = kube.delete(kube.ns(BATCH, "jobs", job)) if job else False
+        return {"sent": [f"delete job {job}" if gone else f"job {job or '?'} already gone"],
+                "escalated": False}
+
     # ------------------------------------------------------------------ rgt pull
 
     def fetch(self, transport: Transport, box: Box, run: Run, remote: str, local: Path, *,

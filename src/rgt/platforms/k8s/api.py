@@ -9,7 +9,6 @@ one line the user can act on.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -167,16 +166,6 @@ class Kube:
         response = self.request("GET", self.ns(CORE, "pods", pod) + "/log",
                                 params=params or None, headers={"Accept": "*/*"})
         return response.text
-
-    def stream_log(self, pod: str) -> Iterator[bytes]:
-        """`kubectl logs -f`: the pod's log as it grows, until the container ends."""
-        response = self.request("GET", self.ns(CORE, "pods", pod) + "/log",
-                                params={"follow": "true"}, headers={"Accept": "*/*"},
-                                stream=True, timeout=None)
-        try:
-            yield from response.iter_raw()
-        finally:
-            response.close()
 
     def proxy_path(self, pod: str, port: int, path: str) -> str:
         """The API server's pod proxy: HTTP to a pod's port through the API server itself."""
