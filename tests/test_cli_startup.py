@@ -98,7 +98,8 @@ def test_the_table_matches_the_verbs_modules():
         verb = verbs.BY_NAME[name]
         assert not isinstance(command, verbs._Listed), f"{verb.module} does not define {name}"
         first = inspect.cleandoc(command.help or "").split("\n\n")[0].replace("\n", " ")
-        assert (first, command.hidden) == (verb.help, verb.hidden), name
+        assert (first, command.hidden) == (verb.help, verb.hidden), \
+            f"rgt.cli.verbs.VERBS[{name!r}] must say what {verb.module}'s docstring says"
 
 
 def test_a_verb_runs_and_helps_from_the_table(tmp_path):
