@@ -8,7 +8,8 @@ as when a user types the command a second time):
 - ``python -c pass``: the floor every Python CLI pays (interpreter + site);
 - ``rgt --help``;
 - ``rgt ls`` with an empty RGT_HOME and with a populated one (five boxes on five platforms,
-  runs on each: `ls` then reads every box's profile to price it);
+  runs on each: `ls` then needs each box's platform facts; the warm-up run validates those
+  profiles once and keeps their brief in RGT_HOME/cache, as a user's first `ls` does);
 - ``sky --help`` / ``sky status`` (SkyPilot) and ``dstack --help`` / ``dstack ps`` where they
   are installed on PATH, else 'not installed'.
 
