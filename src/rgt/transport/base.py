@@ -34,7 +34,8 @@ class TransferStats:
     Bytes are counted on this machine's end of the stream to the far side (before ssh
     encrypts them), cut-off attempts included: a `put` mostly sends, a `get` mostly receives.
     `files` counts regular files written; `skipped` names the symlinks the receiver refused to
-    create (absolute, or pointing outside the destination).
+    create (absolute, or pointing outside the destination). `streams` is the most sessions
+    (connections) that carried it at once.
     """
 
     bytes_sent: int
@@ -43,6 +44,7 @@ class TransferStats:
     seconds: float
     attempts: int
     skipped: tuple[str, ...] = ()
+    streams: int = 1
 
 
 def _one_line(text: str, limit: int = 300) -> str:

@@ -92,16 +92,17 @@ class Streams:
     back by their windows, not by the link or the CPUs.
 
     One session carries at most WINDOW bytes per round trip (OpenSSH's channel window), so at
-    100 ms it tops out near 20 MB/s. The first guess assumes a link of ASSUMED_RATE; then,
-    every few round trips, if the sessions together move at least 60% of what their windows
-    allow, the link has room: half as many again are added, up to `most`, as long as the
-    last addition paid (the rate rose by 10%) and enough work is left to repay the handshake.
+    100 ms it tops out near 20 MB/s (16.6 measured). The first guess assumes a link of
+    ASSUMED_RATE; then, every few round trips, if the sessions together move at least half
+    of what their windows allow, the link has room: half as many again are added, up to
+    `most`, as long as the last addition paid (the rate rose by 10%) and enough work is left
+    to repay the handshakes (~2 s at 100 ms).
     """
 
     fixed: int = 0
     most: int = 8
     WINDOW = 2 << 20
-    ASSUMED_RATE = 50e6  # bytes/s: a decent link; the measurement corrects it upwards
+    ASSUMED_RATE = 80e6  # bytes/s: a good link; the measurement corrects it upwards
 
     def first(self, rtt: float, work: int) -> int:
         if self.fixed:
@@ -116,7 +117,7 @@ class Streams:
             return now
         ceiling = now * self.WINDOW / max(rtt, 1e-4)
         paid = last_rate <= 0 or rate > 1.1 * last_rate
-        if rate >= 0.6 * ceiling and paid and left > 3 * rate:
+        if rate >= 0.5 * ceiling and paid and left > 3 * rate:
             return min(self.most, now + max(1, now // 2))
         return now
 
@@ -403,6 +404,11 @@ class _Mover:
     receiver: xfer.Receiver | None = None
     finisher: _Session | None = None  # a push's session kept for FINISH
     live: list[_Session] = field(default_factory=list)
+    most_live: int = 0  # the most sessions open at once
+    spare: list[_Session] = field(default_factory=list)  # opened, not yet at work
+    opening: int = 0  # sessions being opened in the background
+    openers: list[threading.Thread] = field(default_factory=list)
+    open_failed: BaseException | None = None
 
     @property
     def pushing(self) -> bool:
@@ -417,6 +423,7 @@ class _Mover:
         session.generation = self.failures
         with self.lock:
             self.live.append(session)
+            self.most_live = max(self.most_live, len(self.live))
         try:
             session.begin()
         except (OSError, EOFError, xfer.XferError) as exc:
@@ -490,6 +497,11 @@ class _Mover:
             if self.pushing:
                 single = not os.path.isdir(self.root)
                 dirs, files, links, problems = xfer.scan(self.root, self.exclude)
+                target = self.streams.first(rtt, sum(f[1] for f in files))
+            else:  # the size is known after SCAN: open for a big pull meanwhile
+                target = self.streams.first(rtt, 1 << 40)
+            self.preopen(target - 1)  # their handshakes overlap the plan
+            if self.pushing:
                 session.link.send_json({"op": "plan", "dirs": dirs, "files": files,
                                         "links": links})
                 session.link.flush()
@@ -508,32 +520,55 @@ class _Mover:
                 want, have, more = self.receiver.plan(dirs, files)
                 problems += more
         except (OSError, EOFError, xfer.XferError) as exc:
+            self.close_spares()
             error = self.end(session, exc)
             raise _Transient(error or TransportError(f"{self.what} failed"),
                              session.generation) from None
         plan = _Plan(files, want, have, self.progress)
         plan.problems += problems
         plan.show()
-        self.run_sessions(session, plan, rtt, single)
+        self.run_sessions(session, plan, rtt, single,
+                          min(target, self.streams.first(rtt, plan.todo)))
         if plan.fatal is not None:
             raise plan.fatal
         plan.show()
         return plan, [dirs, links]
 
-    def run_sessions(self, first: _Session, plan: _Plan, rtt: float, single: bool) -> None:
-        """Sessions take pieces from PLAN until none is left: more are started while the
-        link has room, a dead one is replaced (its pieces back on the queue)."""
-        threads: list[threading.Thread] = []
-        alive = [0]  # sessions running or opening
-
-        def worker(session: _Session | None, index: int) -> None:
+    def preopen(self, count: int) -> None:
+        """Open COUNT more sessions in the background (a handshake is several round trips:
+        ~2 s at 100 ms), each put in `spare` once it is ready for work."""
+        def opener() -> None:
             try:
+                session = self.open(1)
+                with self.lock:
+                    self.spare.append(session)
+            except _Transient as t:
                 try:
-                    if session is None:
-                        session = self.open(index)
-                except _Transient as t:
-                    self.fail_soft(plan, t.error, t.generation)
-                    return
+                    self.count_failure(t.error, t.generation)
+                except BaseException as fatal:  # noqa: BLE001 - handed to the coordinator
+                    self.open_failed = fatal
+            except BaseException as fatal:  # noqa: BLE001 - a key refused, a host key changed
+                self.open_failed = fatal
+            finally:
+                with self.lock:
+                    self.opening -= 1
+
+        for _ in range(max(0, count)):
+            with self.lock:
+                self.opening += 1
+            thread = threading.Thread(target=opener, daemon=True, name="rgt-xfer-open")
+            self.openers.append(thread)
+            thread.start()
+
+    def run_sessions(self, first: _Session, plan: _Plan, rtt: float, single: bool,
+                     target: int) -> None:
+        """Sessions take pieces from PLAN until none is left: more are started while the
+        link has room (TARGET at first, see `Streams`), a dead one is replaced."""
+        threads: list[threading.Thread] = []
+        alive = [0]  # sessions at work
+
+        def worker(session: _Session, index: int) -> None:
+            try:
                 exc: BaseException | None = None
                 try:
                     if self.pushing:
@@ -545,7 +580,7 @@ class _Mover:
                 plan.give_back(session.inflight)
                 session.inflight.clear()
                 if exc is None and index == 0 and self.pushing:
-                    self.finisher = session  # kept open for COMMIT's and FINISH's successor
+                    self.finisher = session  # kept open for FINISH
                     return
                 try:
                     error = self.end(session, exc)
@@ -559,7 +594,7 @@ class _Mover:
                     alive[0] -= 1
                     plan.cond.notify_all()
 
-        def launch(session: _Session | None) -> None:
+        def launch(session: _Session) -> None:
             index = len(threads)
             with plan.cond:
                 alive[0] += 1
@@ -568,7 +603,6 @@ class _Mover:
             threads.append(t)
             t.start()
 
-        target = self.streams.first(rtt, plan.todo)
         if self.bwlimit:
             target = 1  # one paced stream: a cap is a cap, however many sessions share it
         launch(first)
@@ -579,8 +613,10 @@ class _Mover:
                 if plan.finished() and alive[0] == 0:
                     break
                 plan.cond.wait(0.1)
+                if self.open_failed is not None:
+                    plan.fatal = plan.fatal or self.open_failed
                 fatal = plan.fatal is not None
-                running, left = alive[0], plan.queue and len(plan.queue)
+                running, left = alive[0], len(plan.queue)
                 landed = plan.landed
             if fatal:  # a full disk, a refused key: every session stops now
                 with self.lock:
@@ -588,6 +624,16 @@ class _Mover:
                 for session in doomed:
                     session.cut()
                 continue
+            with self.lock:
+                ready, self.spare = self.spare, []
+                opening = self.opening
+            for session in ready:
+                if running < target and left and not plan.finished():
+                    launch(session)
+                    running += 1
+                else:
+                    with contextlib.suppress(Exception):
+                        self.end(session, None)
             if plan.finished():
                 continue
             now = time.monotonic()
@@ -598,10 +644,22 @@ class _Mover:
                 if wanted > target and not self.bwlimit:
                     target, last_rate = wanted, rate
                 mark_t, mark_bytes = now, landed
-            if running < target and left and now >= self.resume_at:
-                launch(None)
+            if running + opening < target and left and now >= self.resume_at:
+                self.preopen(min(target - running - opening, left))
         for t in threads:
             t.join()
+        self.close_spares()
+
+    def close_spares(self) -> None:
+        """Sessions opened for work that ran out first: closed unused."""
+        for thread in self.openers:
+            thread.join()
+        self.openers.clear()
+        with self.lock:
+            ready, self.spare = self.spare, []
+        for session in ready:
+            with contextlib.suppress(Exception):
+                self.end(session, None)
 
     @staticmethod
     def _bytes_left(plan: _Plan) -> int:
@@ -628,12 +686,10 @@ class _Mover:
         def read_acks() -> None:
             try:
                 while True:
-                    with plan.cond:
+                    with plan.cond:  # an ACK comes only for a piece sent
                         while not session.inflight and not acks_done.is_set():
                             plan.cond.wait(0.5)
-                            if time.monotonic() - link.last > xfer.KEEPALIVE_S:
-                                break
-                        if not session.inflight and acks_done.is_set():
+                        if not session.inflight:
                             return
                     kind, payload = link.recv()
                     if kind != b"J":
@@ -924,7 +980,8 @@ def move(argv: Sequence[str], *, local_role: str, root: Path | str, what: str,
         more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
         raise TransportError(f"{what} failed: some files could not be moved: {shown}{more}")
     return TransferStats(mover.sent, mover.received, written, time.monotonic() - started,
-                         1 + mover.failures, skipped=tuple(mover.skipped))
+                         1 + mover.failures, skipped=tuple(mover.skipped),
+                         streams=max(1, mover.most_live))
 
 
 def tree_size(path: Path) -> int:
