@@ -16,6 +16,7 @@ from rich.panel import Panel
 from rgt.cli import app
 from rgt.cli import cloud_cmd as cloud
 from rgt.cli.console import console, duration, err_console, print_json, print_registered
+from rgt.cli.transfer_bar import transfer_bar
 from rgt.errors import UserError
 from rgt.lifecycle import boxes, launch, progress, save_hints
 from rgt.lifecycle import down as down_mod
@@ -140,7 +141,9 @@ def run_cmd(
         dependency = platform.dependency_on(store.run(box.name, after)) if after else None
         print(platform.render(box, spec, launch.new_run_id(spec.name), dependency=dependency))
         return
-    run, notes = launch.launch(store, name, spec, after=after, fresh=fresh)
+    with transfer_bar("push") as on_progress:
+        run, notes = launch.launch(store, name, spec, after=after, fresh=fresh,
+                                   progress=on_progress)
     grace = load_profile(store.box(name).profile).facts.spot_grace
     notes += save_hints.hints(spec.workdir, None if grace == "n/a" else grace)
     for note in notes:
@@ -291,7 +294,9 @@ def pull(name: BoxArg, run_id: RunArg = None,
                                                               "(README: JSON output).")] = False,
          ) -> None:
     """Fetch the run's outputs and checkpoints, re-hash them here, load every checkpoint."""
-    report = pull_mod.pull(Store(), name, run_id, dest, from_scratch=from_scratch)
+    with transfer_bar("pull", quiet=as_json) as on_progress:
+        report = pull_mod.pull(Store(), name, run_id, dest, on_progress,
+                               from_scratch=from_scratch)
     if as_json:
         print_json("pull", box=name, pull=report)
         raise typer.Exit(0 if report["ok"] else 1)
