@@ -105,10 +105,11 @@ def test_up_run_evicted_resume_pull_verify_down(kube, home, tmp_path):
     log = (dest / "logs").glob("*.log")
     pvc_log = next(log).read_text()
     assert "preempted step=" in pvc_log and "resumed step=" in pvc_log  # both pods, on the PVC
-    verify = rgt("ckpt", "verify", str(dest / "out" / "out" / "final.pt"))
-    say(transcript, "rgt ckpt verify results/out/out/final.pt", verify)
+    final = next(dest.rglob("final.pt"))  # out/final.pt (out/out/ before outputs were flat)
+    verify = rgt("ckpt", "verify", str(final))
+    say(transcript, f"rgt ckpt verify {final.relative_to(tmp_path)}", verify)
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    pulled = torch.load(dest / "out" / "out" / "final.pt", weights_only=True)
+    pulled = torch.load(final, weights_only=True)
     assert same_tensors(pulled, reference_run(tmp_path)), "resumed run is not bitwise equal"
     transcript.append("# final.pt == an uninterrupted run's, tensor for tensor (torch.equal)")
 

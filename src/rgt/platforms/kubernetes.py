@@ -34,7 +34,16 @@ import yaml
 
 from rgt.errors import UserError
 from rgt.platforms.base import Launched, Platform, Released, Request, refuse_unsupported
-from rgt.platforms.k8s.api import BATCH, CORE, STORAGE, ApiError, Kube
+from rgt.platforms.k8s.api import BATCH, CORE, ApiError, Kube
+from rgt.platforms.k8s.checks import (
+    check_access,
+    check_namespace,
+    check_storage_class,
+    create_claim,
+    gpu_capacity,
+    kube_for,
+    undo_claim,
+)
 from rgt.platforms.k8s.diagnose import image_failure, job_summary, pod_trouble
 from rgt.platforms.k8s.door import DoorTransport
 from rgt.platforms.k8s.kubeconfig import load_kubeconfig, resolve
@@ -49,7 +58,6 @@ from rgt.platforms.k8s.manifests import (
     label_value,
     node_selector,
     pod_script,
-    pvc_manifest,
     require_digest,
 )
 from rgt.platforms.slurm import grid_cells, grid_command
@@ -66,23 +74,7 @@ ENV_PULL_SECRET = "RGT_K8S_PULL_SECRET"   # imagePullSecrets for a private regis
 ENV_NODE_SELECTOR = "RGT_K8S_NODE_SELECTOR"
 ENV_TTL_S = "RGT_K8S_TTL_S"
 ENV_START_WAIT_S = "RGT_K8S_START_WAIT_S"
-DEFAULT_DISK = "50G"
 LOG_TAIL_LINES = 40
-# what rgt does in the namespace: (verb, resource, group, subresource)
-NEEDED = [("create", "jobs", "batch", ""), ("get", "jobs", "batch", ""),
-          ("delete", "jobs", "batch", ""), ("create", "persistentvolumeclaims", "", ""),
-          ("create", "pods", "", ""), ("list", "pods", "", ""), ("delete", "pods", "", ""),
-          ("get", "pods", "", "log"), ("get", "pods", "", "proxy"),
-          ("create", "pods", "", "proxy"), ("update", "pods", "", "proxy"),
-          ("list", "events", "", "")]
-
-
-def kube_for(box: Box) -> Kube:
-    conn = box.connection
-    creds = resolve(load_kubeconfig(conn.get("kubeconfig")), conn.get("context"),
-                    conn.get("namespace"))
-    return Kube(creds)
-
 
 class KubernetesPlatform(Platform):
     name = "kubernetes"
@@ -121,16 +113,16 @@ class KubernetesPlatform(Platform):
             raise UserError(f"--mount-path {mount!r} must be an absolute path in the pod")
         say = request.on_wait
         with Kube(creds) as kube:
-            self._check_namespace(kube)
-            self._check_access(kube)
-            gpus = self._gpu_capacity(kube, say)
+            check_namespace(kube)
+            check_access(kube)
+            gpus = gpu_capacity(kube, say)
             claim = opts.get("claim")
             if claim:
                 if kube.find(kube.ns(CORE, "persistentvolumeclaims", claim)) is None:
                     raise UserError(f"--claim {claim}: no such PersistentVolumeClaim in "
                                     f"namespace {kube.namespace}")
             else:
-                self._check_storage_class(kube, opts.get("storage_class"))
+                check_storage_class(kube, opts.get("storage_class"))
             box = Box(name=request.name, profile=self.profile,
                       connection={"context": creds.context, "namespace": kube.namespace,
                                   "server": creds.server,
@@ -145,12 +137,12 @@ class KubernetesPlatform(Platform):
                          "gpus_per_node": gpus, "storage_class": opts.get("storage_class"),
                          "pull_secret": os.environ.get(ENV_PULL_SECRET) or None}
             if created:
-                self._create_claim(kube, box, request, opts)
+                create_claim(kube, box, request, opts)
         try:
             box.extra.update(self._first_contact(box, say))
         except BaseException:
             if created:
-                self._undo_claim(store, box)
+                undo_claim(store, box)
             raise
         store.add_box(box)
         store.record("up", {"profile": self.profile, "context": box.connection["context"],
@@ -158,91 +150,6 @@ class KubernetesPlatform(Platform):
                             "claim_created": created, "image": image, "gpus_per_node": gpus,
                             "mount": mount}, box=box.name)
         return box
-
-    @staticmethod
-    def _check_namespace(kube: Kube) -> None:
-        try:
-            kube.get(f"{CORE}/namespaces/{kube.namespace}")
-        except ApiError as err:
-            if err.code == 404:
-                raise UserError(f"namespace {kube.namespace!r} does not exist in context "
-                                f"{kube.creds.context}: pass --namespace (`kubectl get ns` "
-                                "lists them) or ask for one to be created") from None
-            if err.code != 403:  # a namespaced user may not read namespaces: fine
-                raise
-
-    @staticmethod
-    def _check_access(kube: Kube) -> None:
-        missing = []
-        try:
-            for verb, resource, group, sub in NEEDED:
-                allowed, _ = kube.can_i(verb, resource, group, sub)
-                if not allowed:
-                    what = f"{resource}/{sub}" if sub else resource
-                    missing.append(f"{verb} {what}{'.' + group if group else ''}")
-        except ApiError as err:
-            if err.code in (403, 404):
-                return  # no SelfSubjectAccessReview here: the first refusal will say it
-            raise
-        if missing:
-            raise UserError(f"RBAC: user {kube.creds.user or '?'} may not "
-                            f"{', '.join(missing)} in namespace {kube.namespace} (context "
-                            f"{kube.creds.context}); rgt needs them to run Jobs on a PVC — ask "
-                            "the cluster admin for a Role (check: `kubectl auth can-i create "
-                            f"jobs -n {kube.namespace}`)")
-
-    @staticmethod
-    def _gpu_capacity(kube: Kube, say) -> dict[str, int] | None:
-        try:
-            nodes = kube.get(f"{CORE}/nodes").get("items") or []
-        except ApiError as err:
-            if err.code == 403:
-                say("cannot list nodes (a cluster-scoped read this user lacks): GPU capacity "
-                    "unknown until a pod is scheduled")
-                return None
-            raise
-        gpus = {n["metadata"]["name"]: int(
-            str(((n.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", 0))
-            or 0) for n in nodes if isinstance(n, dict) and n.get("metadata")}
-        if not any(gpus.values()):
-            say("no node advertises nvidia.com/gpu: a GPU job will stay Pending (K8S1 — is "
-                "the NVIDIA device plugin running? `kubectl get ds -n kube-system`)")
-        return gpus
-
-    @staticmethod
-    def _check_storage_class(kube: Kube, wanted: str | None) -> None:
-        try:
-            classes = kube.get(f"{STORAGE}/storageclasses").get("items") or []
-        except ApiError as err:
-            if err.code == 403:
-                return  # cannot look: the door's wait for the claim will tell
-            raise
-        names = [c["metadata"]["name"] for c in classes]
-        if wanted and wanted not in names:
-            raise UserError(f"--storage-class {wanted}: no such storage class (this cluster "
-                            f"has: {', '.join(names) or 'none'})")
-        default = [c["metadata"]["name"] for c in classes
-                   if (c["metadata"].get("annotations") or {}).get(
-                       "storageclass.kubernetes.io/is-default-class") == "true"]
-        if not wanted and not default:
-            raise UserError("no default storage class: rgt's PVC would stay Pending forever; "
-                            "pass --storage-class NAME (this cluster has: "
-                            f"{', '.join(names) or 'none'}) or --claim with an existing PVC")
-
-    @staticmethod
-    def _create_claim(kube: Kube, box: Box, request: Request, opts: dict) -> None:
-        manifest = pvc_manifest(box.extra["claim"], box.name,
-                                request.resources.disk or DEFAULT_DISK,
-                                storage_class=opts.get("storage_class"),
-                                access_mode=opts.get("access_mode") or "ReadWriteOnce")
-        try:
-            kube.create(kube.ns(CORE, "persistentvolumeclaims"), manifest)
-        except ApiError as err:
-            if err.code == 409:
-                raise UserError(f"a PVC named {box.extra['claim']} already exists in "
-                                f"{kube.namespace} (an earlier box's?): reuse it with --claim "
-                                f"{box.extra['claim']}, or delete it") from None
-            raise
 
     def _first_contact(self, box: Box, say) -> dict[str, Any]:
         """Open a door once: the claim binds and mounts, the image has Python >= 3.8."""
@@ -263,15 +170,6 @@ class KubernetesPlatform(Platform):
         finally:
             transport.close()
         return {"python": words[1], "python_version": words[0]}
-
-    @staticmethod
-    def _undo_claim(store: Store, box: Box) -> None:
-        try:
-            with kube_for(box) as kube:
-                kube.delete(kube.ns(CORE, "persistentvolumeclaims", box.extra["claim"]))
-        except UserError as err:  # keep it visible: `rgt ls` shows the box, `down` removes it
-            box.extra["note"] = f"up failed; the PVC could not be removed: {err}"
-            store.add_box(box)
 
     # ------------------------------------------------------------------ rgt run
 
@@ -485,7 +383,7 @@ class KubernetesPlatform(Platform):
                              "waits for the detach (Multi-Attach) before it starts"})
         gpus = box.extra.get("gpus_per_node")
         with contextlib.suppress(ApiError):
-            gpus = self._gpu_capacity(kube, lambda _: None)
+            gpus = gpu_capacity(kube, lambda _: None)
         if gpus is not None and not any(gpus.values()):
             verdicts.append({"level": "warn", "id": "K8S1", "message": "no node advertises "
                              "nvidia.com/gpu: GPU pods stay Pending (device plugin down?)"})
