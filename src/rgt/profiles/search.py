@@ -1,12 +1,15 @@
 """Which gotchas explain a pasted error line.
 
-Two stages. First the rules: every gotcha's `detect.patterns` regexes are tried on the line; a
-hit is ranked by how much of the line the pattern explains (a longer match is the more specific
-rule: `CUDA out of memory` beats `out of memory`), and, when the user names the platform, by
-whether the gotcha belongs to it. Only when no rule fires does a fuzzy stage answer: it compares
-the line's distinctive words with each gotcha's title and symptom and offers the close ones,
-marked as guesses. Ordinary words of error messages ("error", "failed", "file") carry no weight
-there, so a line that merely looks like an error finds nothing.
+Two stages. First the rules: every gotcha's `detect.patterns` regexes are tried on the line as
+pasted and on its normalised form (see `normalise`: the log prefix, colour codes, escaped quotes
+and runs of blanks a paste carries are not part of the failure); a hit is ranked by how much of
+the line the pattern explains (a longer match is the more specific rule: `CUDA out of memory`
+beats `out of memory`), and, when the user names the platform, by whether the gotcha belongs to
+it. Only when no rule fires does a fuzzy stage answer: it compares the line's distinctive words
+with each gotcha's title and symptom and offers the close ones, marked as guesses. Paths, URLs,
+addresses and hex ids are masked first, ordinary words of error messages ("error", "failed",
+"file") carry no weight, and a line that says nothing is wrong ("API key is configured") gets no
+guess at all, so a line that merely shares vocabulary with a gotcha finds nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +56,43 @@ _FUZZY_MIN_SCORE = 0.45
 # Two words in common is coincidence more often than not on real logs ("Submitted batch job",
 # "Mounted at /content/drive" each share two words with some gotcha); three is evidence.
 _FUZZY_MIN_SHARED = 3
+# A guess is only offered for a line that says something went wrong; an INFO line that shares
+# three words with a gotcha ("wandb: W&B API key is configured") is not a symptom of it.
+_TROUBLE = re.compile(
+    r"error|fail|fatal|exception|traceback|abort|crash|panic|killed|\bkill|refused|denied|"
+    r"timed?[ -]?out|unable|cannot|can't|couldn't|could not|\bnot\b|\bno\b|n't\b|missing|"
+    r"\blost\b|\bgone\b|invalid|exceed|insufficient|violat|mismatch|wrong|corrupt|broken|"
+    r"unreachable|reset|disconnect|\bdie[sd]?\b|\bdead\b|hang|\bhung\b|stuck|stall|frozen|"
+    r"\bslow|vanish|disappear|wipe|evict|preempt|throttl|\boom\b|empty|zero|warn|still|"
+    r"keeps?\b|never|again|instead",
+    re.IGNORECASE)
+
+# What a paste carries that is not part of the failure. A log line's own prefix (a timestamp,
+# a level, a logger's `file:line]`), colour codes, quotes escaped by a repr or JSON, and runs of
+# blanks: the same failure must read the same with or without them.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_LOG_PREFIX = re.compile(
+    r"^\s*(?:"
+    r"\[?\d{4}[-/]\d{2}[-/]\d{2}[T ]\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?"  # a timestamp
+    r"(?:Z|[+-]\d{2}:?\d{2})?\]?:?"
+    r"|\[rank\d+\]:?"  # torch's per-rank tag
+    r"|\[?[IWEF]\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?(?:\s+\d+)?\s+[\w./-]+:\d+\]"  # glog
+    r"|[IWEDC] \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? [\w./-]+:\d+\]"  # SkyPilot, vLLM
+    r"|[IWEF] [\w./-]+\.\w+:\d+\]"  # TensorFlow's `E tensorflow/.../x.cc:314]`
+    r"|\[[\w./-]+\.py:\d+(?::\w+)?\]"  # DeepSpeed's `[launch.py:320:sigkill_handler]`
+    r"|\[(?:INFO|WARN(?:ING)?|ERROR|DEBUG|CRITICAL|FATAL|[IWEF])\]"
+    r"|(?:INFO|WARN(?:ING)?|ERROR|DEBUG|CRITICAL|FATAL)(?: [\w./-]+\.py:\d+ --|(?::[\w.]+)*:)"
+    r")\s*")
+_ESCAPED_QUOTE = re.compile(r"\\+(['\"])")
+_BLANKS = re.compile(r"\s+")
+# Masked before words are compared: they name this user's files and hosts, not the failure.
+_NOISE = re.compile(
+    r"[a-z][a-z0-9+.-]*://\S+"  # URLs
+    r"|(?<![\w/])(?:~|\.{1,2})?(?:/[\w.@%+~-]+)+/?"  # POSIX paths
+    r"|\b[a-z]:\\\S+"  # Windows paths
+    r"|\b0x[0-9a-f]+\b|\b[0-9a-f]{8,}(?:-[0-9a-f]{4,})*\b"  # addresses, hashes, uuids
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b",  # IPv4 addresses
+    re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -87,20 +127,22 @@ class Searcher:
 
     def search(self, text: str, *, fuzzy: bool = True, limit: int | None = None
                ) -> list[GotchaHit]:
+        views = (text, normalised) if (normalised := normalise(text)) != text else (text,)
         hits = [hit for platform, gotcha, patterns in self.entries
-                if (hit := self._rule_hit(text, platform, gotcha, patterns)) is not None]
-        if not hits and fuzzy:
+                if (hit := self._rule_hit(views, platform, gotcha, patterns)) is not None]
+        if not hits and fuzzy and _TROUBLE.search(text):
             hits = self._fuzzy_hits(text)
         hits.sort(key=lambda h: -h.score)
         return hits[:limit] if limit else hits
 
-    def _rule_hit(self, text: str, platform: str, gotcha: Gotcha,
+    def _rule_hit(self, views: tuple[str, ...], platform: str, gotcha: Gotcha,
                   patterns: list[re.Pattern[str]]) -> GotchaHit | None:
         best = ""
         for pattern in patterns:
-            found = pattern.search(text)
-            if found and len(found.group(0)) > len(best):
-                best = found.group(0) or " "
+            for view in views:
+                found = pattern.search(view)
+                if found and len(found.group(0)) > len(best):
+                    best = found.group(0) or " "
         if not best:
             return None
         score = len(best.strip()) + _platform_weight(platform, gotcha.id, self.profile,
@@ -108,7 +150,7 @@ class Searcher:
         return GotchaHit(gotcha, platform, RULE, best.strip(), score)
 
     def _fuzzy_hits(self, text: str) -> list[GotchaHit]:
-        words = set(_words(text))
+        words = set(_words(_NOISE.sub(" ", normalise(text))))
         if not words:
             return []
         weights, unknown = _idf(), _max_idf()
@@ -124,6 +166,18 @@ class Searcher:
             if score >= _FUZZY_MIN_SCORE:
                 hits.append(GotchaHit(gotcha, platform, FUZZY, " ".join(sorted(shared)), score))
         return hits
+
+
+def normalise(text: str) -> str:
+    """`text` without what a paste adds around a failure: colour codes, the log prefix
+    (timestamps, levels, `file.py:123]`), backslash-escaped quotes, runs of blanks."""
+    line = _ESCAPED_QUOTE.sub(r"\1", _ANSI.sub("", text))
+    for _ in range(4):  # `[2023-..] [ERROR] [launch.py:320] ...` stacks prefixes
+        stripped = _LOG_PREFIX.sub("", line, count=1)
+        if stripped == line:
+            break
+        line = stripped
+    return _BLANKS.sub(" ", line).strip()
 
 
 def _platform_weight(platform: str, gotcha_id: str, profile: str | None,
