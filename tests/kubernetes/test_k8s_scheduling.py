@@ -142,3 +142,13 @@ def test_cancel_deletes_the_job_and_the_trainer_checkpoints(kube, home, tmp_path
     wait_for(lambda: not kube.pods(), what="the pods gone")
     log = next((kube.cluster.root / "volumes").glob("*/rgt/counter-*/log")).read_text()
     assert "preempted step=" in log  # SIGTERM reached the trainer, which checkpointed
+
+
+def test_audit_runs_in_a_door_and_names_the_nodes_gpus(kube, home, tmp_path):
+    up(tmp_path)
+    audit = rgt("audit", "k8s")
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    text = " ".join(audit.stdout.split())
+    assert "PVC rgt-k8s: Bound, ReadWriteOnce" in text
+    assert "GPUs per node: gpu-node-1 1, gpu-node-2 1" in text
+    wait_for(lambda: not kube.pods(), what="the door gone")

@@ -169,7 +169,10 @@ class KubernetesPlatform(Platform):
             transport.run(f"mkdir -p {shlex.quote(box.durable_dir + '/rgt')}", timeout=60)
         finally:
             transport.close()
-        return {"python": words[1], "python_version": words[0]}
+        return {"python": words[1], "python_version": words[0],
+                "uname": f"Kubernetes namespace {box.connection['namespace']} (context "
+                         f"{box.connection['context']}), PVC {box.extra['claim']} at "
+                         f"{box.durable_dir}"}
 
     # ------------------------------------------------------------------ rgt run
 
@@ -384,6 +387,10 @@ class KubernetesPlatform(Platform):
         gpus = box.extra.get("gpus_per_node")
         with contextlib.suppress(ApiError):
             gpus = gpu_capacity(kube, lambda _: None)
+        verdicts.append({"level": "ok", "id": "K8S6", "message": "the checks above ran in the "
+                         "PVC's door pod, which asks for no GPU: its GPU lines describe that "
+                         "pod, not your Job's; GPUs per node: " + (", ".join(
+                             f"{n} {c}" for n, c in (gpus or {}).items()) or "unknown")})
         if gpus is not None and not any(gpus.values()):
             verdicts.append({"level": "warn", "id": "K8S1", "message": "no node advertises "
                              "nvidia.com/gpu: GPU pods stay Pending (device plugin down?)"})
