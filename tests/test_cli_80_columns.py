@@ -11,7 +11,7 @@ import pytest
 from cli import rgt
 from rich.cells import cell_len
 
-from rgt.profiles import profile_names
+from rgt.profiles import load_profile, profile_names
 from rgt.store import Box, Run, Store
 
 NARROW = {"COLUMNS": "80"}
@@ -100,3 +100,17 @@ def test_audit_fits_80_columns_in_gib_without_reprs(tmp_path):
         assert down.returncode == 2 and down.stdout == ""
         assert down.stderr.strip().splitlines() == [
             down.stderr.strip().splitlines()[0]] and "'b' is down" in down.stderr
+
+
+def test_profiles_fit_80_columns_with_nothing_cut(tmp_path):
+    listing = rgt("profiles", env={"RGT_HOME": str(tmp_path), **NARROW})
+    assert listing.returncode == 0, listing.stderr
+    lines = _fits(listing.stdout)
+    words = {word for line in lines for word in line.split()}
+    assert "…" not in listing.stdout
+    for name in profile_names():  # each name whole, at the start of its row
+        assert any(line.startswith(f"{name} ") for line in lines), name
+    for name in profile_names():  # every meter-stop verb and detach word is there whole
+        facts = load_profile(name).facts
+        for word in (facts.meter_stop_verb + " " + facts.detach_primitive).split():
+            assert word in words, (name, word)

@@ -6,6 +6,7 @@ import json
 from typing import Annotated
 
 import typer
+from rich import box as borders
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
@@ -56,19 +57,30 @@ def profiles_table(as_json: JsonFlag = False) -> None:
     if as_json:
         print_json("profiles", profiles=[_summary(p) for p in profiles])
         return
-    table = Table(title="Platform profiles", header_style="bold")
-    for column in ("profile", "kind", "meter-stop verb", "irreversible?", "spot", "shared FS",
-                   "detach"):
-        table.add_column(column)
+    # Fits 80 columns with nothing cut: light borders, the kind under the profile's name,
+    # words wrapped at spaces, and "host-dependent" said shorter (`profile show` has it whole).
+    table = Table(title="Platform profiles", header_style="bold", box=borders.SIMPLE_HEAD,
+                  title_justify="left", show_edge=False, pad_edge=False,
+                  collapse_padding=True)
+    table.add_column("profile", no_wrap=True)
+    table.add_column("meter-stop verb", min_width=20, overflow="fold")
+    table.add_column("can't\nundo", min_width=5)
+    table.add_column("spot", min_width=8)
+    table.add_column("shared\nFS", min_width=8)
+    table.add_column("detach", min_width=17, overflow="fold")
     for p in profiles:
         f = p.facts
         table.add_row(
-            p.name, f.kind, escape(f.meter_stop_verb), _yes_no(f.meter_stop_irreversible),
-            _yes_no(f.spot_available), _yes_no(f.shared_fs), escape(f.detach_primitive),
-        )
+            f"{escape(p.name)}\n[dim]{escape(f.kind)}[/]", escape(f.meter_stop_verb),
+            _yes_no(f.meter_stop_irreversible), _short(f.spot_available), _short(f.shared_fs),
+            escape(f.detach_primitive))
     console.print(table)
     console.print("Details: [bold]rgt profile show NAME[/]   "
                   "Side by side: [bold]rgt compare A B[/]")
+
+
+def _short(value: object) -> str:
+    return "per host" if value == "host-dependent" else _yes_no(value)
 
 
 def _summary(p: Profile) -> dict:
