@@ -152,3 +152,20 @@ def test_audit_runs_in_a_door_and_names_the_nodes_gpus(kube, home, tmp_path):
     assert "PVC rgt-k8s: Bound, ReadWriteOnce" in text
     assert "GPUs per node: gpu-node-1 1, gpu-node-2 1" in text
     wait_for(lambda: not kube.pods(), what="the door gone")
+
+
+def test_push_leaves_out_what_every_push_leaves_out(kube, home, tmp_path):
+    up(tmp_path)
+    spec = counter_spec(tmp_path, steps=1, pause=0)
+    work = tmp_path / "counter"
+    for rel in (".git/HEAD", "__pycache__/x.pyc", "data/big.bin", "src/keep.py",
+                "src/data/also_kept.txt"):
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(rel)
+    (work / ".rgtignore").write_text("/data/\n")
+    run(spec)
+    assert until_done()["status"] == "succeeded"
+    code = next((kube.cluster.root / "volumes").glob("*/rgt/counter-*/code"))
+    arrived = sorted(str(p.relative_to(code)) for p in code.rglob("*") if p.is_file())
+    assert arrived == [".rgtignore", "count.py", "out/count.txt", "src/data/also_kept.txt",
+                       "src/keep.py"], arrived

@@ -22,19 +22,19 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fnmatch
-import io
 import os
 import posixpath
 import secrets
 import tarfile
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
 from rgt.onbox import script_source
+from rgt.onbox.xfer import compile_excludes, excluded
 from rgt.platforms.k8s.api import CORE, ApiError, Kube
 from rgt.platforms.k8s.manifests import DOOR_PORT, dns_name, door_manifest
 from rgt.transport import Result, TransferStats, TransportError
@@ -144,24 +144,29 @@ class DoorTransport:
 
     def put(self, local: Path, remote: str, *, timeout: float = 600, retries: int = 5,
             progress: Progress | None = None, exclude: Sequence[str] = ()) -> TransferStats:
-        """The directory's contents, as one tar on one PUT (code is small; a retry resends)."""
+        """The directory's contents as one tar on one PUT, spooled to a private temp file
+        first (a workdir may hold more than memory should); a retry sends it again."""
         start = time.monotonic()
-        data, files = pack(Path(local), exclude)
         last: Exception | None = None
-        for attempt in range(1, retries + 1):
-            self._open()
-            try:
-                self._call("PUT", "tar", params={"dir": remote}, content=data,
-                           headers={"Content-Type": "application/x-tar"}, timeout=timeout)
-                if progress:
-                    progress(len(data), len(data))
-                return TransferStats(len(data) * attempt, 0, files,
-                                     time.monotonic() - start, attempt)
-            except UserError as err:
-                last = err
-                if isinstance(err, ApiError) and err.code < 500:
-                    break
-                time.sleep(min(30, 2 ** attempt))
+        with tempfile.TemporaryFile(prefix="rgt-push-") as spool:
+            files = pack(Path(local), exclude, spool)
+            size = spool.tell()
+            for attempt in range(1, retries + 1):
+                self._open()
+                spool.seek(0)
+                try:
+                    self._call("PUT", "tar", params={"dir": remote}, content=_chunks(spool),
+                               headers={"Content-Type": "application/x-tar",
+                                        "Content-Length": str(size)}, timeout=timeout)
+                    if progress:
+                        progress(size, size)
+                    return TransferStats(size * attempt, 0, files, time.monotonic() - start,
+                                         attempt)
+                except UserError as err:
+                    last = err
+                    if isinstance(err, ApiError) and err.code < 500:
+                        break
+                    time.sleep(min(30, 2 ** attempt))
         raise TransportError(f"could not send {local} to the PVC of {self.box}: {last}")
 
     def get(self, remote: str, local: Path, *, timeout: float = 600, retries: int = 5,
@@ -175,6 +180,7 @@ class DoorTransport:
         except ApiError as err:
             raise TransportError(f"{remote} on the PVC of {self.box}: {err}") from None
         entries = answer.get("entries") or []
+        rules = compile_excludes(list(exclude))
         local = Path(local)
         local.mkdir(parents=True, exist_ok=True)
         total = sum(int(e.get("size") or 0) for e in entries if e.get("type") == "file")
@@ -186,7 +192,7 @@ class DoorTransport:
             rel = posixpath.basename(remote) if rel == "" else rel
             if not isinstance(rel, str) or not safe_relative(rel):
                 raise TransportError(f"the PVC of {self.box} sent an unsafe name {rel!r}")
-            if excluded(rel, exclude):
+            if excluded(rules, rel, item.get("type") == "dir"):
                 continue
             target = local.joinpath(*rel.split("/"))
             if item.get("type") == "dir":
@@ -254,34 +260,37 @@ def safe_relative(path: str) -> bool:
         all(p not in ("", ".", "..") for p in parts)
 
 
-def excluded(rel: str, patterns: Sequence[str]) -> bool:
-    """An exclude pattern matches any component of the path (.git, __pycache__, *.pyc)."""
-    parts = rel.split("/")
-    return any(fnmatch.fnmatch(part, pattern) for part in parts for pattern in patterns) or \
-        any(fnmatch.fnmatch(rel, pattern) for pattern in patterns)
+def _chunks(handle) -> Iterator[bytes]:
+    while True:
+        block = handle.read(CHUNK)
+        if not block:
+            return
+        yield block
 
 
-def pack(root: Path, exclude: Sequence[str]) -> tuple[bytes, int]:
-    """An uncompressed tar of ROOT's contents: regular files and directories, exclusions out."""
+def pack(root: Path, exclude: Sequence[str], out) -> int:
+    """An uncompressed tar of ROOT's contents into OUT: regular files and directories, with
+    `exclude` meaning what it means to every push (rsync's --exclude, rgt.onbox.xfer)."""
     if not root.is_dir():
         raise UserError(f"{root} is not a directory")
-    buffer = io.BytesIO()
+    rules = compile_excludes(list(exclude))
     files = 0
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for top, dirs, names in os.walk(root):
             rel_top = os.path.relpath(top, root)
             rel_top = "" if rel_top == "." else rel_top.replace(os.sep, "/")
-            dirs[:] = sorted(d for d in dirs
-                             if not excluded(posixpath.join(rel_top, d) if rel_top else d,
-                                             exclude))
-            for name in sorted(names):
-                rel = posixpath.join(rel_top, name) if rel_top else name
-                path = os.path.join(top, name)
-                if excluded(rel, exclude) or not os.path.isfile(path) or os.path.islink(path):
-                    continue
-                archive.add(path, arcname=rel, recursive=False)
-                files += 1
+            dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(top, d)) and
+                             not excluded(rules, posixpath.join(rel_top, d) if rel_top else d,
+                                          True))
             for name in dirs:
                 rel = posixpath.join(rel_top, name) if rel_top else name
                 archive.add(os.path.join(top, name), arcname=rel, recursive=False)
-    return buffer.getvalue(), files
+            for name in sorted(names):
+                rel = posixpath.join(rel_top, name) if rel_top else name
+                path = os.path.join(top, name)
+                if excluded(rules, rel, False) or os.path.islink(path) or \
+                        not os.path.isfile(path):
+                    continue
+                archive.add(path, arcname=rel, recursive=False)
+                files += 1
+    return files
