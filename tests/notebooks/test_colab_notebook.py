@@ -64,13 +64,13 @@ def test_killed_mid_epoch_then_run_all_again_resumes_bitwise(tmp_path):
     state = json.loads((run_dir / "state.json").read_text())
     assert state["status"] == "succeeded" and state["sessions"] == 2 and state["exit_code"] == 0
 
-    got = torch.load(run_dir / "outputs" / "out" / "final.pt", weights_only=True)
+    got = torch.load(run_dir / "out" / "out" / "final.pt", weights_only=True)
     assert got["step"] == STEPS
     assert same_tensors(got, reference_final(tmp_path, spec))
 
     lines = [json.loads(x) for x in (run_dir / "MANIFEST.jsonl").read_text().splitlines()]
     files = [x for x in lines if "sha256" in x]
-    assert {f["path"] for f in files} == {"outputs/out/final.pt", "outputs/out/metrics.json"}
+    assert {f["path"] for f in files} == {"out/out/final.pt", "out/out/metrics.json"}
     for f in files:
         assert hashlib.sha256((run_dir / f["path"]).read_bytes()).hexdigest() == f["sha256"]
 

@@ -19,8 +19,10 @@ Drive layout (under MyDrive; the laptop reads the same folder through its Drive 
     rgt/<run-id>/code.tar.gz      the workdir as `rgt run` bundled it (absent for a git source)
     rgt/<run-id>/state.json       status, sessions, heartbeat, exit code (written atomically)
     rgt/<run-id>/log.txt          the job's output, copied from scratch every heartbeat
-    rgt/<run-id>/outputs/...      the declared outputs, copied at the end
-    rgt/<run-id>/MANIFEST.jsonl   path, bytes, sha256 of outputs/ (rgt.onbox.manifest's format)
+    rgt/<run-id>/out/...          the declared outputs, copied at the end (as RGT_OUT_DIR on
+                                  every other platform: `rgt pull` fetches the same folder)
+    rgt/<run-id>/MANIFEST.jsonl   path, bytes, sha256 of out/ (rgt.onbox.manifest's format),
+                                  hashed from Drive: `rgt pull` checks the sync folder by it
     rgt/jobs/<job>/ckpt/          the job's checkpoint home, shared by all its runs
 """
 
@@ -154,6 +156,13 @@ def rgt_restore(cfg):
             raise RgtError("the code bundle on Drive is not the one rgt wrote (sha256 differs; "
                            "still uploading?): wait a minute and run this cell again")
         with tarfile.open(bundle, mode="r:gz") as tar:
+            _safe_extract(tar, work)
+    elif source["kind"] == "inline":  # `rgt render`: the workdir travels in the notebook
+        blob = base64.b64decode(source["data"])
+        if hashlib.sha256(blob).hexdigest() != source["sha256"]:
+            raise RgtError("the code embedded in this notebook was changed (sha256 differs): "
+                           "render it again with `rgt render`")
+        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
             _safe_extract(tar, work)
     elif source["kind"] == "git":
         subprocess.check_call(["git", "clone", "--quiet", source["url"], work])
@@ -307,7 +316,7 @@ def _sha256(path):
 def rgt_finish(cfg):
     work = os.path.join(_scratch(cfg), "work")
     run_dir = _run_dir(cfg)
-    out_root = os.path.join(run_dir, "outputs")
+    out_root = os.path.join(run_dir, "out")
     lines, total = [], 0
     missing = []
     for pattern in cfg.get("outputs") or []:
@@ -321,10 +330,10 @@ def rgt_finish(cfg):
         os.replace(dest + ".rgt-tmp", dest)
         size, digest = _sha256(dest)  # read back from Drive, not from scratch
         total += size
-        lines.append({"path": "outputs/" + rel, "bytes": size, "sha256": digest})
+        lines.append({"path": "out/" + rel, "bytes": size, "sha256": digest})
     lines.sort(key=lambda e: e["path"])
     head = {"manifest_version": 2, "created": round(time.time(), 3), "root": run_dir,
-            "patterns": ["outputs"]}
+            "patterns": ["out"]}
     end = {"end": True, "count": len(lines), "total_bytes": total, "missing": missing,
            "seconds": 0}
     _write_atomic(os.path.join(run_dir, "MANIFEST.jsonl"), "".join(

@@ -27,16 +27,21 @@ MAX_BUNDLE_BYTES = 200 << 20  # Drive takes more, but a bigger workdir means dat
 
 @dataclass(frozen=True)
 class CodeSource:
-    """Where the notebook gets the workdir: a bundle in the run's Drive folder, or git."""
+    """Where the notebook gets the workdir: a bundle in the run's Drive folder (`rgt run`),
+    the bundle inside the notebook itself (`rgt render`: nothing else travels), or git."""
 
-    kind: str  # "bundle" | "git"
+    kind: str  # "bundle" | "inline" | "git"
     sha256: str = ""  # of the bundle
     url: str = ""  # git
     commit: str = ""  # git, optional
+    data: bytes = b""  # inline: the bundle
 
     def as_config(self) -> dict[str, str]:
         if self.kind == "bundle":
             return {"kind": "bundle", "name": BUNDLE_NAME, "sha256": self.sha256}
+        if self.kind == "inline":
+            return {"kind": "inline", "sha256": self.sha256,
+                    "data": base64.b64encode(self.data).decode()}
         return {"kind": "git", "url": self.url, "commit": self.commit}
 
 
@@ -85,6 +90,21 @@ def bundle_workdir(workdir: Path, exclude: list[str]) -> tuple[bytes, str]:
         files[rel.as_posix()] = data
     blob = _tar_gz(files)
     return blob, hashlib.sha256(blob).hexdigest()
+
+
+MAX_INLINE_BYTES = 4 << 20  # a notebook file the Colab editor still opens quickly
+
+
+def inline_source(workdir: Path, exclude: list[str]) -> CodeSource:
+    """The workdir bundled into the notebook: `rgt render -o x.ipynb` gives one file to open."""
+    blob, digest = bundle_workdir(workdir, exclude)
+    if len(blob) > MAX_INLINE_BYTES:
+        raise UserError(f"the workdir bundles to {len(blob) >> 20} MiB, more than the "
+                        f"{MAX_INLINE_BYTES >> 20} MiB rgt embeds in a rendered notebook: "
+                        "list data folders under `exclude`, or register your Drive with "
+                        "`rgt up NAME --profile colab --drive PATH` and `rgt run` (the code "
+                        "then travels as a bundle on Drive)")
+    return CodeSource("inline", sha256=digest, data=blob)
 
 
 def _cell(kind: str, source: str, **extra: Any) -> dict[str, Any]:

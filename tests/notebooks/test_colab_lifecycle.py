@@ -1,0 +1,127 @@
+"""Colab through rgt's command line: up with a Drive folder → run writes the notebook and the
+code to Drive → the notebook runs (nbclient, the stand-in google.colab whose Drive is that
+folder, uploading lazily) → watch reads its state from the folder → pull verifies (and refuses
+a file the sync has not finished) → down says what stays on Drive."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from cli import rgt
+from colabkit import ColabVM, run_in_thread
+
+from rgt.examples import train_mlp
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("nbclient")
+
+
+def write_job(tmp: Path, steps: int, sleep: float, **extra) -> Path:
+    work = tmp / "work"
+    work.mkdir(exist_ok=True)
+    shutil.copy(train_mlp.__file__, work / "train_mlp.py")
+    spec = {"name": "mlp", "workdir": str(work),
+            "run": f"{Path(sys.executable)} train_mlp.py --steps {steps} --save-every 5 "
+                   f'--metrics-every 5 --sleep {sleep} --ckpt-dir "$RGT_CKPT_DIR" --out out',
+            "outputs": ["out"], "checkpoint_dir": "$RGT_CKPT_DIR", **extra}
+    path = tmp / "job.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def watch_json(env: dict, *args: str) -> dict:
+    done = rgt("watch", "c1", *args, "--json", env=env)
+    assert done.returncode in (0, 1, 4), done.stderr
+    return json.loads(done.stdout)["run"]
+
+
+def test_colab_up_run_notebook_watch_pull_down(tmp_path):
+    vm = ColabVM(tmp_path, delay_s=0.3)  # vm.cloud: Google's side, what the sync folder shows
+    env = {"RGT_HOME": str(tmp_path / "home")}
+    job = write_job(tmp_path, steps=40, sleep=0.1)
+
+    up = rgt("up", "c1", "--profile", "colab", "--drive", str(vm.cloud), env=env)
+    assert up.returncode == 0, up.stderr
+    assert "Google Drive through" in up.stdout
+
+    started = rgt("run", "c1", str(job), "-d", env=env)
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip().splitlines()[-1]
+    drive_run = vm.cloud / "rgt" / run_id
+    notebooks = list(drive_run.glob("*.ipynb"))
+    assert len(notebooks) == 1 and (drive_run / "code.tar.gz").is_file()
+    assert f"MyDrive/rgt/{run_id}/{notebooks[0].name}" in started.stdout
+    assert not list(vm.cloud.rglob("secrets.env")) and not (drive_run / "lib").exists()
+
+    waiting = watch_json(env)
+    assert waiting["status"] == "starting" and "Run all" in " ".join(waiting["causes"])
+
+    # the user opens the notebook from Drive and runs it; watch follows it from the folder
+    thread, errors = run_in_thread(vm, json.loads(notebooks[0].read_text()))
+    seen = set()
+    deadline = time.monotonic() + 90
+    while thread.is_alive() and time.monotonic() < deadline:
+        seen.add(watch_json(env, run_id)["status"])
+        time.sleep(0.3)
+    thread.join(60)
+    assert not errors, errors
+    assert "running" in seen, seen
+    done = watch_json(env, run_id)
+    assert done["status"] == "succeeded", done
+    assert done["training"].get("step") == 40 or done["last_checkpoint"], done
+
+    logs = rgt("logs", "c1", run_id, "-n", "5", env=env)
+    assert logs.returncode == 0 and "final" in logs.stdout.lower() + " final", logs.stderr
+
+    # the sync folder shows a name before its bytes (NB1): pull refuses, then succeeds
+    final = drive_run / "out" / "out" / "final.pt"
+    whole = final.read_bytes()
+    final.write_bytes(b"")
+    early = rgt("pull", "c1", run_id, "--dest", str(tmp_path / "pulled"), env=env)
+    assert early.returncode == 2, early.stdout + early.stderr
+    assert "out/out/final.pt (0 of" in early.stderr and "wait for the sync" in early.stderr
+    final.write_bytes(whole)
+    pulled = rgt("pull", "c1", run_id, "--dest", str(tmp_path / "pulled"), "--json", env=env)
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    report = json.loads(pulled.stdout)["pull"]
+    assert report["ok"] and report["run_status"] == "succeeded", report
+    got = tmp_path / "pulled" / "out" / "final.pt"
+    manifest = [json.loads(x) for x in (drive_run / "MANIFEST.jsonl").read_text().splitlines()]
+    entry = next(m for m in manifest if m.get("path") == "out/out/final.pt")
+    assert hashlib.sha256(got.read_bytes()).hexdigest() == entry["sha256"]
+    assert list((tmp_path / "pulled" / "ckpt").glob("ckpt-*.pt"))
+    assert (tmp_path / "pulled" / "logs" / f"{run_id}.log").is_file()
+
+    listed = json.loads(rgt("ls", "--json", env=env).stdout)["boxes"][0]
+    assert any(r["what"].startswith("Drive: rgt keeps") for r in listed["at_risk"]), listed
+
+    down = rgt("down", "c1", "--yes", env=env)
+    assert down.returncode == 0, down.stdout + down.stderr
+    text = " ".join(down.stdout.split())
+    assert "bills nothing" in text and "Kept on Drive" in text, text
+    assert drive_run.is_dir()  # Drive is the user's: rgt deletes nothing there
+    gone = json.loads(rgt("ls", "--all", "--json", env=env).stdout)["boxes"][0]
+    assert gone["state"] == "down" and "Google storage quota" in gone["still_billing"][0]
+
+
+def test_render_writes_a_notebook_that_runs_with_its_code_inside(tmp_path):
+    vm = ColabVM(tmp_path, delay_s=0.1)
+    job = write_job(tmp_path, steps=10, sleep=0)
+    out = tmp_path / "train.ipynb"
+    done = rgt("render", str(job), "--profile", "colab", "-o", str(out),
+               env={"RGT_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stderr
+    nb = json.loads(out.read_text())
+    assert "'kind': 'inline'" in "".join(nb["cells"][1]["source"])
+    vm.execute(nb)  # nothing on Drive beforehand: the code came in the notebook
+    run_id = nb["metadata"]["rgt"]["run_id"]
+    state = json.loads((vm.cloud / "rgt" / run_id / "state.json").read_text())
+    assert state["status"] == "succeeded", state
+    assert (vm.cloud / "rgt" / run_id / "out" / "out" / "final.pt").stat().st_size > 0
