@@ -126,6 +126,7 @@ class FakeKubeApi:
         self.cluster: Any = None
         self.server: ThreadingHTTPServer | None = None
         self.scheme = "http"
+        self.cut_proxy_after: list[int] = []  # the next proxied /file answers stop after N bytes
         for ns in namespaces:
             self.put("namespaces", "", {"apiVersion": "v1", "kind": "Namespace",
                                         "metadata": {"name": ns},
