@@ -114,3 +114,18 @@ def test_profiles_fit_80_columns_with_nothing_cut(tmp_path):
         facts = load_profile(name).facts
         for word in (facts.meter_stop_verb + " " + facts.detach_primitive).split():
             assert word in words, (name, word)
+
+
+def test_ckpt_ls_fits_80_columns_with_whole_file_names(tmp_path):
+    from rgt.ckpt import Checkpointer
+
+    ckpt = Checkpointer(tmp_path / "c", keep_last=3, format="pickle")
+    for step in (10, 20, 30):
+        ckpt.save({"step": step, "blob": b"x" * 5000}, step, metric=0.5)
+    (tmp_path / "c" / "ckpt-0000000040.pt").write_bytes(b"half")  # killed before its sidecar
+    listing = rgt("ckpt", "ls", str(tmp_path / "c"), env=NARROW)
+    assert listing.returncode == 0, listing.stderr
+    lines = _fits(listing.stdout)
+    for step in (10, 20, 30, 40):
+        assert any(f" ckpt-{step:010d}.pt " in line for line in lines), (step, lines)
+    assert "…" not in listing.stdout

@@ -46,11 +46,16 @@ def ls(
         return
     verdicts = sorted((formats.check(p, deep=not quick) for p in found),
                       key=lambda v: (-1 if v.step is None else v.step, str(v.path)))
+    names = {v.path: str(v.path.relative_to(directory)) if v.path != directory else v.path.name
+             for v in verdicts}
+    # 80 columns, names whole: the file never wrapped or cut with "…" (a cut checkpoint name
+    # is no use), the verdict wrapped at its spaces instead.
     table = Table(title=escape(str(directory)), title_justify="left")
-    for col, just in (("step", "right"), ("metric", "right"), ("bytes", "right"),
-                      ("age", "right"), ("verified", "left"), ("kind", "left"),
-                      ("file", "left")):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for col in ("step", "metric", "bytes", "age"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("verified", min_width=10, overflow="fold")
+    table.add_column("kind", no_wrap=True)
+    table.add_column("file", no_wrap=True, min_width=min(max(map(len, names.values())), 40))
     for v in verdicts:
         if not v.ok:
             ver = f"[red]no[/]: {escape(v.note)}"
@@ -66,7 +71,7 @@ def ls(
             duration(_age(v)),
             ver,
             v.kind,
-            escape(str(v.path.relative_to(directory)) if v.path != directory else v.path.name),
+            escape(names[v.path]),
         )
     console.print(table)
 
