@@ -76,6 +76,10 @@ ENV_TTL_S = "RGT_K8S_TTL_S"
 ENV_START_WAIT_S = "RGT_K8S_START_WAIT_S"
 LOG_TAIL_LINES = 40
 
+class ImageRefused(UserError):
+    """The Job's image cannot be pulled; rgt deleted the Job again."""
+
+
 class KubernetesPlatform(Platform):
     name = "kubernetes"
     supports = frozenset({"gpu", "cpus", "mem", "disk", "image", "time"})
@@ -231,7 +235,13 @@ class KubernetesPlatform(Platform):
         # the door holds a ReadWriteOnce claim until it is gone: close it before the Job's pod
         transport.shut_door()
         kube.create(kube.ns(BATCH, "jobs"), manifest)
-        status = self._first_pod(kube, name, layout.run_id, notes)
+        try:
+            status = self._first_pod(kube, name, layout.run_id, notes)
+        except ImageRefused:
+            raise
+        except UserError as err:  # the Job exists: the run must be recorded, never lost
+            notes.append(f"could not follow the first pod ({err}); `rgt watch` will")
+            status = "starting"
         info = {"kind": "kubernetes", "job": name, "namespace": kube.namespace,
                 "cells": len(spec.grid and grid_cells(spec.grid)) or None,
                 "log": f"{layout.run_dir}/log"}
@@ -253,7 +263,7 @@ class KubernetesPlatform(Platform):
                 failure = image_failure(pod)
                 if failure:
                     kube.delete(kube.ns(BATCH, "jobs", job))
-                    raise UserError(f"the Job's image cannot be pulled: {failure} — K8S3; rgt "
+                    raise ImageRefused(f"the Job's image cannot be pulled: {failure} — K8S3; rgt "
                                     "deleted the Job. Push the image, check its digest, or "
                                     f"set {ENV_PULL_SECRET} for a private registry")
                 if (pod.get("status") or {}).get("phase") in ("Running", "Succeeded"):
