@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rgt import skytask
 from rgt.errors import UserError
 
 GPU_CONSTRAINT = re.compile(r"^(?P<model>[A-Za-z0-9_\-]+)(?::(?P<count>\d+))?$")
@@ -51,6 +52,25 @@ class Resources(BaseModel):
     bid: float | None = Field(default=None, gt=0, description="USD per hour, spot only")
     nodes: int = Field(default=1, ge=1)
     time: str | None = Field(default=None, description="walltime, e.g. 01:30:00 (Slurm)")
+    # other GPUs the job also runs on, first preferred (a SkyPilot task's list or set); `gpu`
+    # is the first of them
+    gpu_alternatives: list[str] = []
+
+    @field_validator("disk", "mem", mode="before")
+    @classmethod
+    def _gigabytes(cls, value: Any) -> Any:
+        """A bare number is GB (as SkyPilot's memory and disk_size)."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return f"{value:g}G"
+        return value
+
+    @field_validator("gpu_alternatives")
+    @classmethod
+    def _gpus(cls, value: list[str]) -> list[str]:
+        bad = [g for g in value if not GPU_CONSTRAINT.match(g)]
+        if bad:
+            raise ValueError(f"expected MODEL or MODEL:COUNT, e.g. A100:1, not {bad[0]!r}")
+        return value
 
     @field_validator("gpu")
     @classmethod
@@ -73,6 +93,31 @@ class Resources(BaseModel):
         match = GPU_CONSTRAINT.match(self.gpu)
         assert match is not None
         return int(match["count"] or 1)
+
+
+class SlurmSettings(BaseModel):
+    """`slurm:` in a spec: what a cluster asks of each job beyond the resources."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    modules: list[str] = Field(default=[], description="`module load` each, before setup")
+    sbatch_args: list[str] = Field(default=[], description="more #SBATCH words, as typed")
+
+    @field_validator("sbatch_args", "modules", mode="before")
+    @classmethod
+    def _words(cls, value: Any) -> Any:
+        return shlex.split(value) if isinstance(value, str) else value
+
+    @field_validator("partition", "account", "qos", "constraint")
+    @classmethod
+    def _one_word(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or any(c.isspace() for c in value)):
+            raise ValueError("expected one word, e.g. gpu")
+        return value
 
 
 RECOVER_CAUSES = ("crashed", "preempted")
@@ -122,6 +167,7 @@ class JobSpec(BaseModel):
     checkpoint_dir: str | None = None
     recover: Recover | None = None
     resources: Resources = Resources()
+    slurm: SlurmSettings | None = None  # a Slurm cluster's settings (partition, account …)
     exclude: list[str] = [".git", "__pycache__", "*.pyc", ".venv"]
     # A sweep: the cartesian product of these values, one cell each (a Slurm job array);
     # `{name}` in `run` is replaced by the cell's value, RGT_PARAM_<NAME> is exported, and
@@ -211,6 +257,11 @@ def load_spec(path: Path) -> JobSpec:
         raise UserError(f"{where}: not valid YAML: {problem}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping with at least `name` and `run`")
+    if skytask.is_skypilot(data):  # a SkyPilot task file, read as it is
+        try:
+            data = skytask.to_spec(data, default_name=path.stem)
+        except UserError as err:
+            raise UserError(f"{path}: {err}") from None
     try:
         spec = JobSpec.model_validate(data)
     except ValidationError as err:
@@ -228,7 +279,8 @@ def _explain(err: ValidationError) -> str:
     if first["type"] == "missing":
         message = "is required"
     elif first["type"] == "extra_forbidden":
-        model = Resources if first["loc"][:1] == ("resources",) else JobSpec
+        model = {"resources": Resources, "slurm": SlurmSettings}.get(str(first["loc"][0]),
+                                                                     JobSpec)
         close = difflib.get_close_matches(str(first["loc"][-1]), list(model.model_fields), n=1)
         message = (f"is not a known field; did you mean `{close[0]}`?" if close else
                    f"is not a known field ({', '.join(model.model_fields)})")

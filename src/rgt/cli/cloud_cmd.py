@@ -1,16 +1,17 @@
-"""Cloud verbs: renting in `rgt up`, `rgt offers`, `rgt cloud-status` (Lambda Cloud, vast.ai).
+"""Cloud verbs: `rgt up`'s renting flags, `rgt offers`, `rgt cloud-status`.
 
 `rgt up NAME --profile lambda --gpu H100:1` and `rgt up NAME --profile vastai --offer ID --image
-IMG --disk GB` create an instance through the platform's API, wait for it and register it as
-`rgt up --ssh` does for a box rented by hand, so every other verb (audit, run, watch, pull,
-down) works on it unchanged. `rgt down` on a rented box stops the meter through the API, after
-the Iron Law. `rgt rent` is the old, hidden spelling of the same thing.
+IMG --disk GB` reach the platform's `provision`, which creates an instance through its API,
+waits for it and registers it as `rgt up --ssh` does for a box rented by hand, so every other
+verb (audit, run, watch, pull, down) works on it unchanged. Which flags a platform takes is
+the platform's to say (it refuses the others by name, before renting). `rgt down` on a
+rented box stops the meter through the API, after the Iron Law. `rgt rent` is the old, hidden
+spelling of the same thing.
 API keys are read from the environment by name (LAMBDA_API_KEY, VAST_API_KEY), never options.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Annotated
 
 import typer
@@ -20,9 +21,8 @@ from rich.table import Table
 from rgt.cli import app
 from rgt.cli.console import console, err_console, print_json, print_registered
 from rgt.errors import UserError
-from rgt.store import Box, Store, check_box_name
+from rgt.store import Box, Store
 
-RENTABLE = ("lambda", "vastai")
 LAMBDA_PANEL = "Rent on Lambda Cloud (--profile lambda, without --ssh/--host)"
 VAST_PANEL = "Rent on vast.ai (--profile vastai, without --ssh/--host)"
 VAST_DISK_GB = 50.0
@@ -64,112 +64,41 @@ ImageCudaOpt = Annotated[float | None, typer.Option(
     help="The image's CUDA version, if its tag does not say.", rich_help_panel=VAST_PANEL)]
 
 
-@dataclass
-class Rental:
-    """What `rgt up` was asked to rent; empty when it registers a box rented by hand."""
-
-    gpu: str | None = None
-    region: str | None = None
-    filesystem: str | None = None
-    ssh_key: str | None = None
-    wait: float | None = None
-    offer: int | None = None
-    image: str | None = None
-    disk: float | None = None
-    bid: float | None = None
-    onstart: str | None = None
-    secrets: list[str] = field(default_factory=list)
-    image_cuda: float | None = None
-
-    def flags(self, platform: str) -> list[str]:
-        """The options given for `platform` ('lambda' or 'vastai'), as the user typed them."""
-        names = (("gpu", "region", "filesystem", "ssh_key", "wait") if platform == "lambda"
-                 else ("offer", "image", "disk", "bid", "onstart", "secrets", "image_cuda"))
-        given = [n for n in names if getattr(self, n) not in (None, [])]
-        return ["--" + ("secret" if n == "secrets" else n).replace("_", "-") for n in given]
+# Resource flags of `rgt up` beyond those above: the one vocabulary (rgt.spec.Resources).
+RESOURCES_PANEL = "Resources (the spec's `resources` words; each platform maps or refuses them)"
+CpusOpt = Annotated[int | None, typer.Option(help="CPU cores.", rich_help_panel=RESOURCES_PANEL)]
+MemOpt = Annotated[str | None, typer.Option(help="Memory: 32G, or GB as a number.",
+                                            rich_help_panel=RESOURCES_PANEL)]
+SpotOpt = Annotated[bool, typer.Option("--spot", help="Interruptible / preemptible capacity.",
+                                       rich_help_panel=RESOURCES_PANEL)]
+NodesOpt = Annotated[int | None, typer.Option(help="Nodes (multi-node jobs).",
+                                              rich_help_panel=RESOURCES_PANEL)]
+TimeOpt = Annotated[str | None, typer.Option("--time", help="Walltime: 01:30:00, 90m, 2h.",
+                                             rich_help_panel=RESOURCES_PANEL)]
 
 
-def _progress(message: str) -> None:
+def up_request(*, gpu=None, cpus=None, mem=None, disk=None, image=None, region=None,
+               spot=False, bid=None, nodes=None, time=None, filesystem=None, ssh_key=None,
+               wait=None, offer=None, onstart=None, secret=None, image_cuda=None
+               ) -> tuple[dict, dict]:
+    """`rgt up`'s flags as (resources, options): the vocabulary's words, and the platform's
+    own settings. None means "not given", so the platform can refuse a flag it cannot use."""
+    resources = {"gpu": gpu, "cpus": cpus, "mem": mem,
+                 "disk": None if disk is None else f"{disk:g}G", "image": image,
+                 "region": region, "spot": spot or None, "bid": bid, "nodes": nodes,
+                 "time": time}
+    options = {"filesystem": filesystem, "ssh_key": ssh_key, "wait": wait, "offer": offer,
+               "onstart": onstart, "secrets": tuple(secret or ()) or None,
+               "image_cuda": image_cuda}
+    return ({k: v for k, v in resources.items() if v is not None},
+            {k: v for k, v in options.items() if v is not None})
+
+
+def progress(message: str) -> None:
     err_console.print(f"[dim]…[/] {escape(message)}", highlight=False)
 
 
-def rent_for_up(store: Store, name: str, profile: str, rental: Rental, *, connected: bool,
-                identity: str | None, user: str | None, port: int | None,
-                ssh_config: str | None, rate: float | None, data_dir: str | None,
-                durable_dir: str | None) -> Box | None:
-    """`rgt up`'s renting half: rent and register, or None when `up` should register a box the
-    user rented by hand (--ssh/--host). Wrong combinations end as one UserError line."""
-    check_box_name(name)  # the hidden `rent` alias comes here first: refuse before renting
-    lambda_flags, vast_flags = rental.flags("lambda"), rental.flags("vastai")
-    given = lambda_flags + vast_flags
-    if connected:
-        if given:
-            raise UserError(f"{' '.join(given)} rent a new instance through the API, but "
-                            "--ssh/--host register one you already rented: give one or the other")
-        return None
-    if profile not in RENTABLE:
-        if given:
-            raise UserError(f"{' '.join(given)} rent through an API: use --profile lambda or "
-                            f"--profile vastai; a {profile} box is registered with --ssh/--host")
-        return None
-    other = vast_flags if profile == "lambda" else lambda_flags
-    if other:
-        raise UserError(f"{' '.join(other)} belong to "
-                        f"{'vast.ai' if profile == 'lambda' else 'Lambda Cloud'}, not "
-                        f"--profile {profile} (see `rgt up --help`)")
-    if rate is not None:
-        raise UserError("--rate is for a box you rented by hand: when rgt rents, the price "
-                        "comes from the API")
-    if ssh_config:
-        raise UserError("--ssh-config goes with --host; a rented instance's address comes "
-                        "from the API")
-    first = not any(b.profile == profile for b in store.boxes())
-    if profile == "lambda":
-        box = _rent_lambda(store, name, rental, identity=identity, user=user, port=port,
-                           data_dir=data_dir, durable_dir=durable_dir)
-    else:
-        box = _rent_vast(store, name, rental, identity=identity, user=user, port=port,
-                         data_dir=data_dir, durable_dir=durable_dir)
-    _show_rented(box, first)
-    return box
-
-
-def _rent_lambda(store: Store, name: str, rental: Rental, *, identity: str | None,
-                 user: str | None, port: int | None, data_dir: str | None,
-                 durable_dir: str | None) -> Box:
-    from rgt.platforms.lambda_cloud import lambda_up
-
-    if not rental.gpu:
-        raise UserError(f"to rent on Lambda give --gpu TYPE:COUNT (e.g. `rgt up {name} --profile "
-                        "lambda --gpu H100:1`); to register an instance you launched in the "
-                        "console give --ssh 'ssh ubuntu@IP'")
-    return lambda_up(store, name, rental.gpu, rental.region, rental.filesystem,
-                     ssh_key=rental.ssh_key,
-                     wait_s=1800 if rental.wait is None else rental.wait, on_wait=_progress,
-                     identity=identity, ssh_user=user or "ubuntu", ssh_port=port,
-                     data_dir=data_dir, durable_dir=durable_dir)
-
-
-def _rent_vast(store: Store, name: str, rental: Rental, *, identity: str | None,
-               user: str | None, port: int | None, data_dir: str | None,
-               durable_dir: str | None) -> Box:
-    from rgt.platforms.vastai import vast_up
-
-    if rental.offer is None or not rental.image:
-        raise UserError("to rent on vast.ai give --offer ID --image IMAGE [--disk GB] (find an "
-                        "offer with `rgt offers`); to register an instance you created in the "
-                        "console give --ssh 'ssh -p PORT root@HOST'")
-    if user or port:
-        raise UserError("vast.ai instances log in as root on the port the API reports (VAST6): "
-                        "drop --user/--port")
-    return vast_up(store, name, rental.offer, rental.image,
-                   VAST_DISK_GB if rental.disk is None else rental.disk, bid=rental.bid,
-                   onstart=rental.onstart or "", secrets=tuple(rental.secrets),
-                   image_cuda_version=rental.image_cuda, on_wait=_progress, identity=identity,
-                   data_dir=data_dir, durable_dir=durable_dir)
-
-
-def _show_rented(box: Box, first: bool) -> None:
+def show_rented(box: Box, first: bool) -> None:
     from rgt.profiles import load_profile
 
     console.print(f"[green]✓[/] box [bold]{escape(box.name)}[/] ({box.profile}) instance "
@@ -245,15 +174,19 @@ def rent(
         help="Override the profile's DURABLE_DIR.")] = None,
 ) -> None:
     """Old spelling of `rgt up NAME --profile lambda|vastai ...` (rents through the API)."""
-    if profile not in RENTABLE:
-        raise UserError(f"renting knows lambda and vastai, not {profile!r}; for a box you "
-                        f"rented yourself use `rgt up {name} --profile {profile} --ssh ...`")
-    rental = Rental(gpu=gpu, region=region, filesystem=filesystem, ssh_key=ssh_key, wait=wait,
-                    offer=offer, image=image, disk=disk, bid=bid, onstart=onstart,
-                    secrets=list(secret or []), image_cuda=image_cuda)
-    rent_for_up(Store(), name, profile, rental, connected=False, identity=identity, user=None,
-                port=None, ssh_config=None, rate=None, data_dir=data_dir,
-                durable_dir=durable_dir)
+    from rgt.lifecycle import boxes
+
+    resources, options = up_request(gpu=gpu, region=region, filesystem=filesystem,
+                                    ssh_key=ssh_key, wait=wait, offer=offer, image=image,
+                                    disk=disk, bid=bid, onstart=onstart, secret=secret,
+                                    image_cuda=image_cuda)
+    if identity:
+        options["identity"] = identity
+    store = Store()
+    box, _, first = boxes.up(store, name, profile, None, rate=None, data_dir=data_dir,
+                             durable_dir=durable_dir, resources=resources, options=options,
+                             on_wait=progress)
+    show_rented(box, first)
 
 
 @app.command("cloud-status")

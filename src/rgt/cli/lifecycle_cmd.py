@@ -21,10 +21,10 @@ from rgt.errors import UserError
 from rgt.lifecycle import boxes, launch, progress, save_hints
 from rgt.lifecycle import down as down_mod
 from rgt.lifecycle import pull as pull_mod
+from rgt.lifecycle import render as render_mod
 from rgt.lifecycle import smoke as smoke_mod
 from rgt.lifecycle import watch as watch_mod
 from rgt.lifecycle.resume import RESUMABLE
-from rgt.platforms import platform_for
 from rgt.profiles import load_profile
 from rgt.remote.register import check_dir_flags
 from rgt.spec import load_spec
@@ -52,7 +52,12 @@ def up(
     durable_dir: Annotated[str | None, typer.Option(
         help="Override the profile's DURABLE_DIR.")] = None,
     gpu: cloud.GpuOpt = None,
+    cpus: cloud.CpusOpt = None,
+    mem: cloud.MemOpt = None,
     region: cloud.RegionOpt = None,
+    spot: cloud.SpotOpt = False,
+    nodes: cloud.NodesOpt = None,
+    time_: cloud.TimeOpt = None,
     filesystem: cloud.FilesystemOpt = None,
     ssh_key: cloud.SshKeyOpt = None,
     wait: cloud.WaitOpt = None,
@@ -63,26 +68,41 @@ def up(
     onstart: cloud.OnstartOpt = None,
     secret: cloud.SecretOpt = None,
     image_cuda: cloud.ImageCudaOpt = None,
+    drive: Annotated[str | None, typer.Option(
+        help="Colab: the folder where Google Drive for desktop (or `rclone mount`) shows your "
+             "My Drive; runs, notebooks and checkpoints go under its rgt/.",
+        rich_help_panel="Colab (--profile colab)")] = None,
 ) -> None:
     """Register a box you rented (--ssh/--host) or this machine, and check that it answers.
 
-    With --profile lambda or vastai and no --ssh/--host: rent one through the API first.
+    With a platform that rents (--profile lambda, vastai …) and no --ssh/--host: rent one
+    through its API first, as the resource flags ask; a flag the platform cannot honour is
+    refused by name before anything is rented.
     """
     check_box_name(name)  # before anything is rented or created on its behalf
     if rate is not None and not math.isfinite(rate):  # typer's min=0 lets inf and nan through
         raise UserError(f"--rate must be a number of USD per hour, not {rate}")
     check_dir_flags(data_dir, durable_dir)
     store = Store()
-    rental = cloud.Rental(gpu=gpu, region=region, filesystem=filesystem, ssh_key=ssh_key,
-                          wait=wait, offer=offer, image=image, disk=disk, bid=bid,
-                          onstart=onstart, secrets=list(secret or []), image_cuda=image_cuda)
-    if cloud.rent_for_up(store, name, profile, rental, connected=bool(ssh or host),
-                         identity=identity, user=user, port=port, ssh_config=ssh_config,
-                         rate=rate, data_dir=data_dir, durable_dir=durable_dir):
-        return
-    target = boxes.ssh_target(ssh, host, port, user, identity, ssh_config)
+    resources, options = cloud.up_request(
+        gpu=gpu, cpus=cpus, mem=mem, disk=disk, image=image, region=region, spot=spot,
+        bid=bid, nodes=nodes, time=time_, filesystem=filesystem, ssh_key=ssh_key, wait=wait,
+        offer=offer, onstart=onstart, secret=secret, image_cuda=image_cuda)
+    if drive is not None:  # Colab's Drive sync folder: the platform's own setting
+        options["drive"] = drive
+    if ssh or host:
+        target = boxes.ssh_target(ssh, host, port, user, identity, ssh_config)
+    else:  # no connection: these are for the instance a platform rents, if it rents
+        target = None
+        options.update({k: v for k, v in (("identity", identity), ("user", user),
+                                          ("port", port), ("ssh_config", ssh_config))
+                        if v is not None})
     box, prof, first = boxes.up(store, name, profile, target, rate=rate, data_dir=data_dir,
-                                durable_dir=durable_dir)
+                                durable_dir=durable_dir, resources=resources,
+                                options=options, on_wait=cloud.progress)
+    if "instance_id" in box.extra:  # rented here, through the platform's API
+        cloud.show_rented(box, first)
+        return
     console.print(f"[green]✓[/] box [bold]{name}[/] ({prof.name}) answers: "
                   f"{escape(box.extra.get('uname', ''))}")
     print_registered(box, prof, first)
@@ -111,9 +131,10 @@ def smoke(spec_file: Annotated[Path, typer.Argument(help="The job spec (YAML).")
 def run_cmd(
     name: BoxArg,
     spec_file: Annotated[Path, typer.Argument(help="The job spec.")],
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the batch script the "
-                                                            "platform would submit; submit "
-                                                            "nothing (Slurm).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what the platform would "
+                                                            "submit (Slurm's batch script, "
+                                                            "Kubernetes' manifests); submit "
+                                                            "nothing.")] = False,
     after: Annotated[str | None, typer.Option(
         "--after", help="Start only once this earlier run (id or prefix) succeeded: chains "
                         "stages (Slurm --dependency=afterok).")] = None,
@@ -133,13 +154,7 @@ def run_cmd(
     store = Store()
     spec = load_spec(spec_file)
     if dry_run:
-        box = store.box(name)
-        platform = platform_for(box.profile)
-        if not hasattr(platform, "render"):
-            raise UserError(f"--dry-run shows a scheduler's batch script; {box.profile} boxes "
-                            "run the job under the on-box runner as written in the spec")
-        dependency = platform.dependency_on(store.run(box.name, after)) if after else None
-        print(platform.render(box, spec, launch.new_run_id(spec.name), dependency=dependency))
+        print(render_mod.dry_run(store, name, spec, after=after), end="")
         return
     with transfer_bar("push") as on_progress:
         run, notes = launch.launch(store, name, spec, after=after, fresh=fresh,
@@ -165,6 +180,45 @@ def run_cmd(
         console.print(f"\n[yellow]detached:[/] run {run.id} goes on. Watch: [bold]rgt watch "
                       f"{name} --follow[/] · pull: [bold]rgt pull {name} {run.id}[/] · "
                       f"cancel: [bold]rgt cancel {name} {run.id}[/]")
+
+
+@app.command("render")
+def render_cmd(
+    spec_file: Annotated[Path, typer.Argument(help="The job spec (or a SkyPilot task YAML).")],
+    profile: Annotated[str, typer.Option("--profile", "-p", help="Platform profile (slurm, "
+                                                                 "kubernetes).")] = "slurm",
+    data_dir: Annotated[str | None, typer.Option(help="The box's DATA_DIR to write in.")
+                        ] = None,
+    durable_dir: Annotated[str | None, typer.Option(
+        help="The box's DURABLE_DIR to write in (default: the profile's, for user USER).")
+                           ] = None,
+    gpu: cloud.GpuOpt = None,
+    cpus: cloud.CpusOpt = None,
+    mem: cloud.MemOpt = None,
+    nodes: cloud.NodesOpt = None,
+    time_: cloud.TimeOpt = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write it to this file instead of stdout (Colab: the notebook "
+                               "to open, train.ipynb).")] = None,
+) -> None:
+    """Print what a platform would submit for a job, without any box or cluster.
+
+    Slurm: the sbatch script; Kubernetes: the manifests (multi-document YAML); Colab: the
+    notebook, the workdir inside it (-o train.ipynb); Kaggle: kernel-metadata.json and the
+    kernel script. The resource
+    flags are defaults the spec's own `resources` override, as on a box `rgt up` made.
+    """
+    resources, _ = cloud.up_request(gpu=gpu, cpus=cpus, mem=mem, nodes=nodes, time=time_)
+    text = render_mod.render(load_spec(spec_file), profile, data_dir=data_dir,
+                             durable_dir=durable_dir, resources=resources)
+    if output is None:
+        print(text, end="")
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise UserError(f"-o {output}: cannot write it ({err.strerror})") from None
+    console.print(f"[green]✓[/] wrote {escape(str(output))}")
 
 
 @app.command()

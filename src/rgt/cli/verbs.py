@@ -38,6 +38,8 @@ VERBS: tuple[Verb, ...] = (
          "Run the job's smoke command here on the CPU before renting (fails on traceback)."),
     Verb("run", _CLI + "lifecycle_cmd",
          "Push the workdir, send secrets on stdin, start the job detached, and follow its log."),
+    Verb("render", _CLI + "lifecycle_cmd",
+         "Print what a platform would submit for a job, without any box or cluster."),
     Verb("watch", _CLI + "lifecycle_cmd",
          "The run's real state: reconciled with its process, heartbeat, disks, latest metrics."),
     Verb("logs", _CLI + "lifecycle_cmd", "Print the run's log (stdout and stderr, unbuffered)."),

@@ -6,6 +6,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from rgt.errors import UserError
 from rgt.platforms import Request, platform_for
 from rgt.profiles import Profile, load_profile
@@ -37,10 +39,12 @@ def ssh_target(ssh: str | None, host: str | None, port: int | None, user: str | 
 
 def up(store: Store, name: str, profile_name: str, target: SshTarget | None, *,
        rate: float | None, data_dir: str | None, durable_dir: str | None,
-       resources: Resources | None = None, options: dict[str, Any] | None = None,
+       resources: Resources | dict[str, Any] | None = None,
+       options: dict[str, Any] | None = None,
        on_wait=None) -> tuple[Box, Profile, bool]:
-    """Provision box `name` with its profile's platform. Returns (box, profile, first): first
-    is True when no box of this profile was registered before (the CLI shows its facts)."""
+    """Provision box `name` with its profile's platform (register it, or rent it as
+    `resources` and the platform's `options` ask). Returns (box, profile, first): first is True
+    when no box of this profile was registered before (the CLI shows its facts)."""
     profile = load_profile(profile_name)
     check_box_name(name)  # before anything is rented
     check_dir_flags(data_dir, durable_dir)
@@ -49,12 +53,26 @@ def up(store: Store, name: str, profile_name: str, target: SshTarget | None, *,
         raise UserError(f"a box named {name!r} is already up; pick another name or "
                         f"`rgt down {name}` first")
     first = not any(b.profile == profile.name for b in store.boxes())
-    request = Request(name=name, target=target, resources=resources or Resources(), rate=rate,
+    request = Request(name=name, target=target, resources=resources_from(resources), rate=rate,
                       data_dir=data_dir, durable_dir=durable_dir, options=dict(options or {}))
     if on_wait is not None:
         request.on_wait = on_wait
     box = platform_for(profile.name).provision(store, request)
     return box, profile, first
+
+
+def resources_from(given: Resources | dict[str, Any] | None) -> Resources:
+    """`rgt up`'s resource flags as the spec's vocabulary; a bad value names its flag."""
+    if isinstance(given, Resources):
+        return given
+    try:
+        return Resources.model_validate(given or {})
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "resources"
+        shown = (given or {}).get(field, "")
+        raise UserError(f"--{field} {shown}: "
+                        f"{first['msg'].removeprefix('Value error, ')}") from None
 
 
 def connect(box: Box):

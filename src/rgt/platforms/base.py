@@ -143,6 +143,22 @@ def refuse_unsupported(platform: str, supports: frozenset[str], resources: Resou
                         + f"; it maps: {honours}. Drop it, or pick a platform that has it")
 
 
+def size_gb(size: str) -> float:
+    """A vocabulary size ('50G', '512M', '1T', '1.5Gi') in GB (GiB-sized units, as the
+    platforms' consoles count them)."""
+    number, unit = float(size.rstrip("BbIi")[:-1]), size.rstrip("BbIi")[-1].upper()
+    return number * 1024 ** ("KMGT".index(unit) - 2)
+
+
+def refuse_options(platform: str, allowed: set[str], options: dict[str, Any]) -> None:
+    """An `rgt up` setting the platform has no use for is named, never ignored."""
+    extra = [k for k in options if k not in allowed]
+    if extra:
+        name = "secret" if extra[0] == "secrets" else extra[0]
+        raise UserError(f"--{name.replace('_', '-')} does not apply to --profile {platform} "
+                        "(see `rgt up --help` for each platform's settings)")
+
+
 class Platform(ABC):
     """A platform: the six verbs plus audit extras (see the module docstring)."""
 

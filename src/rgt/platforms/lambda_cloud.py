@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.platforms.base import Released
+from rgt.platforms.base import Released, Request, refuse_options, refuse_unsupported
 from rgt.platforms.http import (
     AmbiguousCreate,
     ApiClient,
@@ -399,7 +399,33 @@ class LambdaPlatform(SshPlatform):
     (`lambda_up`), `release` terminates and confirms; the rest is `SshPlatform`'s."""
 
     name = "lambda"
+    supports = frozenset({"gpu", "region"})  # an instance type by GPU; where it launches
+    rents = True
     confirm_s: float = 300
+
+    def rent(self, store: Store, request: Request) -> Box:
+        """`lambda_up` as `rgt up --profile lambda --gpu H100:1 [--region R]` asks."""
+        refuse_unsupported(self.name, self.supports, request.resources)
+        options = request.options
+        refuse_options(self.name, {"filesystem", "ssh_key", "wait", "identity", "user",
+                                   "port", "ssh_config"}, options)
+        if request.rate is not None:
+            raise UserError("--rate is for a box you rented by hand: when rgt rents, the price "
+                            "comes from the API")
+        if options.get("ssh_config"):
+            raise UserError("--ssh-config goes with --host; a rented instance's address comes "
+                            "from the API")
+        if not request.resources.gpu:
+            raise UserError(f"to rent on Lambda give --gpu TYPE:COUNT (e.g. `rgt up "
+                            f"{request.name} --profile lambda --gpu H100:1`); to register an "
+                            "instance you launched in the console give --ssh 'ssh ubuntu@IP'")
+        wait = options.get("wait")
+        return lambda_up(store, request.name, request.resources.gpu, request.resources.region,
+                         options.get("filesystem"), ssh_key=options.get("ssh_key"),
+                         wait_s=1800 if wait is None else wait, on_wait=request.on_wait,
+                         identity=options.get("identity"),
+                         ssh_user=options.get("user") or "ubuntu", ssh_port=options.get("port"),
+                         data_dir=request.data_dir, durable_dir=request.durable_dir)
 
     def stops_meter(self, box: Box) -> bool:
         # a box registered by hand (`rgt up --ssh`) has no instance id for the API to act on

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.platforms.base import Launched, Released
+from rgt.platforms.base import Launched, Released, Request, asked_for, refuse_unsupported
 from rgt.platforms.ssh import SshPlatform
 from rgt.profiles import load_profile
 from rgt.remote.calls import write_file
@@ -233,11 +233,17 @@ class BatchOptions:
 
     @classmethod
     def from_spec(cls, spec: JobSpec, log: str, **more: Any) -> BatchOptions:
+        """The resources vocabulary as sbatch words: gpu → --gres=gpu:N, cpus →
+        --cpus-per-task, mem → --mem, time → --time, nodes → --nodes; the spec's `slurm:`
+        section → --partition/--account/--qos/--constraint and its sbatch_args. The GPU
+        model is not put in the GRES: its type names are each cluster's own (a100,
+        nvidia_a100_80gb …), so a model goes in `slurm: {constraint: …}` or sbatch_args."""
         r = spec.resources
-        extra = shlex.split(spec.env.get(ENV_SBATCH_ARGS, ""))
+        refuse_unsupported("slurm", SlurmPlatform.supports, r)
         return cls(job_name=spec.name, log=log, time=slurm_time(r.time) if r.time else None,
                    mem=slurm_mem(r.mem) if r.mem else None, cpus=r.cpus, gpus=r.gpu_count,
-                   nodes=r.nodes, lead_s=lead_for(spec.env), extra=extra, **more)
+                   nodes=r.nodes, lead_s=lead_for(spec.env),
+                   extra=settings_words(spec), **more)
 
     def header(self) -> list[str]:
         lines = [f"--job-name={self.job_name}", f"--output={self.log}", "--open-mode=append"]
@@ -263,6 +269,36 @@ class BatchOptions:
                          else f"--dependency={self.dependency}")
         lines += self.extra
         return [f"#SBATCH {line}" for line in lines]
+
+
+def settings_words(spec: JobSpec) -> list[str]:
+    """#SBATCH words from the spec's `slurm:` section, then the old RGT_SLURM_SBATCH_ARGS env
+    knob (still read; `deprecations` tells the user to move it)."""
+    s = spec.slurm
+    words = []
+    if s is not None:
+        words += [f"--{k}={getattr(s, k)}" for k in ("partition", "account", "qos", "constraint")
+                  if getattr(s, k)]
+        words += s.sbatch_args
+    return words + shlex.split(spec.env.get(ENV_SBATCH_ARGS, ""))
+
+
+def environment_hook(spec: JobSpec, profile_hook: str | None) -> str | None:
+    """What runs before setup: `module load` of the spec's slurm.modules, else the old
+    RGT_SLURM_HOOK env knob, else the profile's hook."""
+    if spec.slurm is not None and spec.slurm.modules:
+        return "module load " + " ".join(shlex.quote(m) for m in spec.slurm.modules)
+    return spec.env.get(ENV_PROXY_HOOK) or profile_hook
+
+
+def deprecations(spec: JobSpec) -> list[str]:
+    """One note per old environment knob the spec still uses, with its new home."""
+    notes = []
+    for env, key in ((ENV_SBATCH_ARGS, "sbatch_args"), (ENV_PROXY_HOOK, "modules")):
+        if spec.env.get(env):
+            notes.append(f"env {env} is deprecated: write it as `slurm: {{{key}: …}}` in the "
+                         "spec (it still works for now)")
+    return notes
 
 
 def step_command(command: str, opts: BatchOptions, *, nproc_per_node: int | None = None,
@@ -407,7 +443,7 @@ def render_batch_script(spec: JobSpec, *, run_id: str, paths: ScriptPaths,
     """The whole sbatch script for one run (what `rgt run --dry-run` should print)."""
     env = dict(env if env is not None else spec.env)
     opts = BatchOptions.from_spec(spec, paths.log, dependency=dependency)
-    hook = spec.env.get(ENV_PROXY_HOOK) or hook
+    hook = environment_hook(spec, hook)
     step = _step_for(spec, opts)
     lines = ["#!/bin/bash", *opts.header(),
              f"# rgt run {run_id}: requeue-safe — every attempt runs this identical script and",
@@ -434,7 +470,7 @@ def render_array_script(spec: JobSpec, grid: Mapping[str, Sequence[Any]], *, run
     env = dict(env if env is not None else spec.env)
     opts = BatchOptions.from_spec(spec, paths.log, array=array_range(len(cells), max_parallel),
                                   dependency=dependency)
-    hook = spec.env.get(ENV_PROXY_HOOK) or hook
+    hook = environment_hook(spec, hook)
     cases = ['case "$SLURM_ARRAY_TASK_ID" in']
     for i, cell in enumerate(cells):
         exports = " ".join(f"RGT_PARAM_{k.upper()}={shlex.quote(str(v))}" for k, v in cell.items())
@@ -931,6 +967,27 @@ class SlurmPlatform(SshPlatform):
     scontrol/sacct/jobcomp, `release` = scancel, `audit_extras` = partitions and filesystems."""
 
     name = "slurm"
+    supports = frozenset({"gpu", "cpus", "mem", "time", "nodes"})
+
+    def register(self, store: Store, request: Request) -> Box:
+        """The login node, plus the resources `rgt up` named as every job's defaults (a
+        spec's own `resources` win field by field)."""
+        box = super().register(store, request)
+        asked = asked_for(request.resources)
+        if asked:
+            defaults = request.resources.model_dump(include=set(asked))
+            store.update_box(box.name, extra={**box.extra, "resources": defaults})
+            box = store.box(box.name)
+        return box
+
+    @staticmethod
+    def with_defaults(box: Box, spec: JobSpec) -> JobSpec:
+        defaults = box.extra.get("resources") or {}
+        if not defaults:
+            return spec
+        own = spec.resources.model_dump(exclude_defaults=True)
+        return spec.model_copy(update={"resources": type(spec.resources).model_validate(
+            {**defaults, **own})})
 
     def render(self, box: Box, spec: JobSpec, run_id: str, *,
                dependency: str | None = None) -> str:
@@ -942,6 +999,7 @@ class SlurmPlatform(SshPlatform):
                 ) -> tuple[str, list[dict[str, Any]], ScriptPaths]:
         """(script, sweep cells, paths): one batch job, or one array cell per grid point."""
         profile = load_profile(box.profile)
+        spec = SlurmPlatform.with_defaults(box, spec)
         layout = Layout.of(box, run_id, spec)
         paths = ScriptPaths.of(layout, array=bool(spec.grid))
         env = job_environment(spec, profile, layout)
@@ -975,6 +1033,7 @@ class SlurmPlatform(SshPlatform):
         read (job id, log path, script, number of sweep cells).
         """
         script, cells, paths = self._script(box, spec, layout.run_id, dependency)
+        notes = deprecations(spec)
         script_path = f"{layout.run_dir}/job.sbatch"
         write_file(transport, script_path, script.encode(), mode="700")
         if cells:
@@ -989,7 +1048,7 @@ class SlurmPlatform(SshPlatform):
                           check=False, timeout=30)
         return Launched(f"sbatch:{job_id}", {"kind": "slurm", "job_id": job_id, "log": log,
                                              "script": script_path,
-                                             "cells": len(cells) or None})
+                                             "cells": len(cells) or None}, notes=notes)
 
     def state(self, store: Store, box: Box, run: Run, transport: Transport) -> dict[str, Any]:
         info = run.spec.get("platform_run") or {}

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.platforms.base import Launched, Platform, Released, Request, refuse_unsupported
+from rgt.platforms.base import (
+    Launched,
+    Platform,
+    Released,
+    Request,
+    asked_for,
+    refuse_unsupported,
+)
 from rgt.profiles import load_profile
 from rgt.remote.calls import run_json
 from rgt.remote.layout import Layout
@@ -26,6 +33,13 @@ from rgt.store import Box, Run, Store
 from rgt.transport import TransferStats, Transport
 
 
+def flags(request: Request) -> list[str]:
+    """The resource and option flags a request carries, as `rgt up` spells them."""
+    names = asked_for(request.resources) + [k for k in request.options
+                                            if k not in SshPlatform.CONNECTION]
+    return ["--" + ("secret" if n == "secrets" else n).replace("_", "-") for n in names]
+
+
 class SshPlatform(Platform):
     """A machine the user already has: rgt registers it, runs the job under the on-box runner,
     probes it, reads its log with `tail`, pulls with rgt's transfer engine, and can stop no
@@ -34,17 +48,38 @@ class SshPlatform(Platform):
     def connect(self, box: Box) -> Transport:
         return transport_for(box)
 
+    rents = False  # True: without --ssh/--host, `provision` rents through `rent`
+    CONNECTION = ("identity", "user", "port", "ssh_config")  # for the rented instance's SSH
+
     def provision(self, store: Store, request: Request) -> Box:
+        """Rent (a platform that `rents`, asked without --ssh/--host), or register the
+        machine the request names. A flag that fits neither is refused before anything."""
+        if request.target is None and self.rents:
+            return self.rent(store, request)
+        given = flags(request)
+        if self.rents and given:
+            raise UserError(f"{' '.join(given)} rent a new instance through the API, but "
+                            "--ssh/--host register one you already rented: give one or the other")
         # A machine someone else rented is what it is: nothing in `resources` can change it.
         refuse_unsupported(self.profile, self.supports, request.resources)
-        unknown = sorted(k for k, v in request.options.items() if v not in (None, False, ()))
-        if unknown:
-            raise UserError(f"{self.profile} registers a machine you already have: "
-                            f"--{unknown[0].replace('_', '-')} does not apply; rent it in the "
-                            "console first, then `rgt up NAME --ssh '…'`")
+        options = {k: v for k, v in request.options.items() if k not in self.CONNECTION}
+        if options:
+            raise UserError(f"--{next(iter(options)).replace('_', '-')} does not apply to "
+                            f"--profile {self.profile}: it registers a machine you already "
+                            "have, given with --ssh/--host")
+        if any(k in request.options for k in self.CONNECTION):
+            raise UserError("--port/--user/--identity need --host (or paste --ssh 'ssh ...')")
+        return self.register(store, request)
+
+    def register(self, store: Store, request: Request) -> Box:
         return register(store, request.name, load_profile(self.profile), request.target,
                         rate=request.rate, data_dir=request.data_dir,
                         durable_dir=request.durable_dir)
+
+    def rent(self, store: Store, request: Request) -> Box:
+        """Rent an instance through the platform's API and register it (`rents` = True)."""
+        raise UserError(f"{self.profile} does not rent through rgt: rent in the console, then "
+                        "`rgt up NAME --ssh '…'`")
 
     def launch(self, transport: Transport, box: Box, spec: JobSpec, layout: Layout, *,
                dependency: str | None = None) -> Launched:

@@ -63,7 +63,13 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.platforms.base import Released
+from rgt.platforms.base import (
+    Released,
+    Request,
+    refuse_options,
+    refuse_unsupported,
+    size_gb,
+)
 from rgt.platforms.http import (
     AmbiguousCreate,
     ApiClient,
@@ -83,6 +89,7 @@ API_URL = "https://console.vast.ai/api/v0"  # docs.vast.ai/api-reference
 KEY_ENV = "VAST_API_KEY"
 URL_ENV = "RGT_VAST_API_URL"
 MIN_RELIABILITY = 0.98
+DISK_GB = 50.0  # what `rgt up --profile vastai` creates without --disk
 # vast.ai publishes per-endpoint limits and answers 429 with Retry-After (the official client
 # honours it); we pace lightly and let Retry-After lead.
 POLICY = RatePolicy(min_interval_s=0.2)
@@ -210,6 +217,22 @@ def offers(gpu: str = "RTX_4090", max_price: float | None = None, *, num_gpus: i
     found.sort(key=lambda o: (o.usd_per_hour, -o.reliability,
                               o.bandwidth_up_usd_per_gb + o.bandwidth_down_usd_per_gb))
     return found[:limit]
+
+
+def cheapest_offer(gpu: str, *, interruptible: bool, max_price: float | None,
+                   on_wait: Notify = _quiet) -> int:
+    """The offer `rgt up --gpu MODEL:COUNT` rents: the cheapest with the safe filters on."""
+    name, _, count = gpu.partition(":")
+    found = offers(name, max_price, num_gpus=int(count or 1), interruptible=interruptible,
+                   limit=1)
+    if not found:
+        raise UserError(f"no verified, reliable vast.ai offer with direct SSH for --gpu {gpu}"
+                        + (f" under ${max_price:g}/h" if max_price is not None else "")
+                        + "; nothing was rented. Check the GPU name as vast.ai spells it "
+                        "(RTX_4090, H100_SXM) with `rgt offers`")
+    on_wait(f"cheapest matching offer: {found[0].id} ({found[0].num_gpus}x "
+            f"{found[0].gpu_name}, ${found[0].usd_per_hour:.3f}/h)")
+    return found[0].id
 
 
 def search(api: ApiClient, query: dict[str, Any]) -> list[dict[str, Any]]:
@@ -648,7 +671,47 @@ class VastPlatform(SshPlatform):
     destroys (the only full meter stop) and confirms; the rest is `SshPlatform`'s."""
 
     name = "vastai"
+    # gpu/spot/bid pick the offer when --offer is not given (the cheapest safe one); disk
+    # and image go into the create
+    supports = frozenset({"gpu", "disk", "image", "spot", "bid"})
+    rents = True
     confirm_s: float = 120
+
+    def rent(self, store: Store, request: Request) -> Box:
+        """`vast_up` on --offer ID, or on the cheapest safe offer for --gpu MODEL:COUNT."""
+        r, options = request.resources, request.options
+        refuse_unsupported(self.name, self.supports, r)
+        refuse_options(self.name, {"offer", "onstart", "secrets", "image_cuda", "wait",
+                                   "identity", "user", "port", "ssh_config"}, options)
+        if "user" in options or "port" in options:
+            raise UserError("vast.ai instances log in as root on the port the API reports "
+                            "(VAST6): drop --user/--port")
+        if request.rate is not None:
+            raise UserError("--rate is for a box you rented by hand: when rgt rents, the price "
+                            "comes from the API")
+        if options.get("ssh_config"):
+            raise UserError("--ssh-config goes with --host; a rented instance's address comes "
+                            "from the API")
+        offer = options.get("offer")
+        if not r.image or (offer is None and not r.gpu):
+            raise UserError("to rent on vast.ai give --offer ID --image IMAGE [--disk GB] (find "
+                            "an offer with `rgt offers`), or --gpu MODEL:COUNT --image IMAGE for "
+                            "the cheapest verified one; to register an instance you created in "
+                            "the console give --ssh 'ssh -p PORT root@HOST'")
+        if r.spot and r.bid is None:
+            raise UserError("--spot on vast.ai is an interruptible bid: give --bid USD/h (the "
+                            "most you will pay; it cannot be raised later, VAST4)")
+        if offer is None:
+            offer = cheapest_offer(r.gpu or "", interruptible=r.bid is not None,
+                                   max_price=r.bid, on_wait=request.on_wait)
+        return vast_up(store, request.name, int(offer), r.image,
+                       size_gb(r.disk) if r.disk else DISK_GB, bid=r.bid,
+                       onstart=options.get("onstart") or "",
+                       secrets=tuple(options.get("secrets") or ()),
+                       image_cuda_version=options.get("image_cuda"),
+                       wait_s=options.get("wait") or 900, on_wait=request.on_wait,
+                       identity=options.get("identity"), data_dir=request.data_dir,
+                       durable_dir=request.durable_dir)
 
     def gate(self, store: Store, box: Box, run: Any) -> dict[str, Any] | None:
         return watch_gate(store, box, run)
