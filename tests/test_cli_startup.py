@@ -108,3 +108,10 @@ def test_a_verb_runs_and_helps_from_the_table(tmp_path):
     typo = rgt("wacth", "x", env=env)
     assert typo.returncode == 2 and "Did you mean 'watch'?" in typo.stderr
     assert rgt("gotcha", "LAM3", env=env).returncode == 0
+
+
+def test_ls_idle_default_is_money_s():
+    from rgt.cli import ls_cmd
+    from rgt.lifecycle import money
+
+    assert ls_cmd.IDLE_AFTER_MIN * 60 == money.IDLE_WARNING_S  # one GEN1 threshold

@@ -41,7 +41,7 @@ def ls_cmd(
     """
     store = Store()
     lines = []
-    if store.boxes():  # pricing a box reads its profile (pydantic): only when there is one
+    if store.boxes():  # money (and the profiles' briefs) only when there is a box to price
         from rgt.lifecycle import money
 
         lines = money.box_lines(store)
