@@ -6,16 +6,21 @@ searching:
 
 - round 1 (44 lines with a catalog answer, 26 unrelated): with the rules as tuned on
   error_corpus, 13/44 had a right gotcha in the top 3 (29.5%) and 4/26 unrelated lines got an
-  answer. Its misses then drove class-level rule changes (commit 7cc579c): 42/44 and 0/26, a
-  figure that is no longer held out.
-- round 2 (19 + 12), collected after those changes and used for nothing else: 7/19 (36.8%),
-  1/12 unrelated lines answered. That is the honest figure for lines nobody has seen, and it is
-  far below the issue's 90%.
+  answer. Its misses drove class-level rule changes (commit 7cc579c): 42/44 and 0/26, a figure
+  that is no longer held out.
+- round 2 (19 + 12), collected after those changes: 7/19 (36.8%) and 1/12 unrelated lines
+  answered. Its misses, with round 1's gaps, drove the next change (commit 2bb2254: a
+  normalised line, patterns keyed on each failure class, new gotchas U53-U59, SLURM7, NB6-NB8,
+  no fuzzy guess for a line that says nothing went wrong): 18/19 and 0/12, now fitted too
+  (round 1 went to 44/44).
+- round 3 (56 + 22), collected after that change from threads no corpus or catalog source
+  cites and used for nothing else: 45/56 (80.4%; 30/39 on lines whose answer is an older
+  gotcha, 15/17 on the new ones, which the collection over-represents) and 0/22 unrelated lines
+  answered. That is the honest figure for lines nobody has seen; it is below the issue's 90%.
 
-The bars below are the measured figures (round 1 at the issue's 90%, which its fitted 42/44
-clears by two lines; round 2 at exactly what it scored), so a change that loses a hit or adds a
-false answer fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed
-with what search answers, not scored.
+The bars below are the measured figures, so a change that loses a hit or adds a false answer
+fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed with what
+search answers, not scored.
 """
 
 from __future__ import annotations
@@ -36,10 +41,13 @@ KNOWN_IDS = {g.id for _, g in all_gotchas()}
 ROUNDS = {  # round: (positive key, negative key)
     1: ("positive", "negative"),
     2: ("round2_positive", "round2_negative"),
+    3: ("round3_positive", "round3_negative"),
 }
 # Measured when each bar was set (see the module docstring).
-MIN_RATE = {1: 0.90, 2: 7 / 19}
-MAX_FALSE_ANSWERS = {1: 0, 2: 1}
+MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 45 / 56}
+MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0}
+# The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
+NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}
 
 
 def _answerable(round_: int) -> list[dict]:
@@ -65,7 +73,8 @@ def _misses(entries: list[dict], *, with_profile: bool = False) -> list[tuple]:
 
 
 def test_the_corpus_is_sourced_sized_and_disjoint_from_the_tuning_corpus():
-    assert len(_answerable(1)) >= 40 and len(HELDOUT["negative"]) >= 20
+    for round_ in (1, 3):  # the rounds sized to measure a rate, not just to probe misses
+        assert len(_answerable(round_)) >= 40 and len(HELDOUT[ROUNDS[round_][1]]) >= 20
     tuning_lines = {e["line"] for e in TUNING["positive"] + TUNING["negative"]}
     tuning_threads = {e["source"] for e in TUNING["positive"] + TUNING["negative"]}
     for positive, negative in ROUNDS.values():
@@ -86,8 +95,11 @@ def test_a_right_gotcha_is_in_the_top_3_at_the_measured_rate(round_):
     missed = _misses(entries)
     hits = len(entries) - len(missed)
     rate = hits / len(entries)
+    new = [e for e in entries if set(e["expect"]) & NEW_GOTCHAS]
+    new_hits = len(new) - len(_misses(new))
     print(f"held-out round {round_}: {hits}/{len(entries)} in the top 3 ({rate:.1%}); "
-          f"missed {missed}")
+          f"old gotchas {hits - new_hits}/{len(entries) - len(new)}, "
+          f"new gotchas {new_hits}/{len(new)}; missed {missed}")
     assert rate >= MIN_RATE[round_] - 1e-9, missed
 
 
@@ -112,7 +124,7 @@ def test_unrelated_lines_get_at_most_the_measured_false_answers(round_):
 
 
 def test_lines_the_catalog_lacks_are_listed_with_what_search_answers():
-    lacking = _lacking(1) + _lacking(2)
+    lacking = _lacking(1) + _lacking(2) + _lacking(3)
     assert len(lacking) >= 10
     for entry in lacking:
         answer = [(h.gotcha.id, h.why) for h in search_gotchas(entry["line"], limit=3)]
