@@ -45,8 +45,12 @@ SHAPES = {"NvidiaTeslaT4", "NvidiaTeslaP100", "TpuV5E8"}
 
 class FakeKaggle:
     def __init__(self, root: Path, user: str = "alice", key: str = "k3y",
-                 session_cap_s: float = 60, gpu_quota_s: float = 30 * 3600) -> None:
+                 session_cap_s: float = 60, gpu_quota_s: float = 30 * 3600,
+                 refuse_saves: str | None = None) -> None:
         self.root, self.user, self.key = root, user, key
+        # an account-level refusal of every save, as the error field of a 200 answer (the
+        # shape of the quota refusal; the text is the test's, not one Kaggle is known to send)
+        self.refuse_saves = refuse_saves
         self.session_cap_s, self.gpu_quota_s = session_cap_s, gpu_quota_s
         self.gpu_used_s = 0.0
         self.kernels: dict[str, dict] = {}  # slug -> {"versions": [...], "meta": ...}
@@ -127,6 +131,8 @@ class FakeKaggle:
         if shape is not None and shape not in SHAPES:
             return 400, {"code": 400, "message": f"Unknown machine shape {shape!r}"}
         gpu = bool(body.get("enableGpu")) or (shape or "").startswith("Nvidia")
+        if self.refuse_saves:
+            return 200, {"ref": "", "url": "", "error": self.refuse_saves}
         with self.lock:
             if gpu and self.gpu_used_s >= self.gpu_quota_s:
                 return 200, {"ref": "", "url": "", "error": "You have exceeded your weekly GPU "

@@ -250,7 +250,9 @@ def main(cfg):
                 return 0
         rc, out_of_time = _run(cfg, cfg["run"], deadline)
         step = _newest_step(p["ckpt"])
-        if out_of_time or rc == 85:
+        # exit 0 is the job's word that it finished, even when the budget ran out while it
+        # was exiting (a SIGTERM in its teardown only sets rgt.ckpt's flag): never continue it
+        if rc != 0 and (out_of_time or rc == 85):
             _status(cfg, status="continue", exit_code=rc, ended=time.time(), step=step,
                     cause="the session budget ran out; the next attempt resumes from step "
                           f"{step}")

@@ -15,6 +15,7 @@ import base64
 import contextlib
 import io
 import json
+import os
 import pprint
 import re
 from pathlib import Path
@@ -156,9 +157,34 @@ class KaggleClient:
         return getattr(status, "name", str(status)).lower(), response.failure_message
 
     def output(self, ref: str, dest: Path) -> list[str]:
-        files, _ = self._call("the output download", self.api.kernels_output, ref, str(dest),
-                              force=True, quiet=True)
-        return files
+        """The latest version's output files under `dest`. Listed and fetched as the client's
+        kernels_output does, but each name is checked first: that method joins the server's
+        file names onto the folder as they come (`../x` or `/x` would land outside it)."""
+        from kagglesdk.kernels.types.kernels_api_service import (
+            ApiListKernelSessionOutputRequest,
+        )
+
+        owner, _, slug = ref.partition("/")
+        dest.mkdir(parents=True, exist_ok=True)
+        files: list[str] = []
+        token = None
+        while True:
+            request = ApiListKernelSessionOutputRequest()
+            request.user_name, request.kernel_slug = owner, slug
+            self.api._set_paging(request, 100, token)
+
+            def listing(request: Any = request) -> Any:
+                with self.api.build_kaggle_client() as kaggle:
+                    return kaggle.kernels.kernels_api_client.list_kernel_session_output(request)
+
+            response = self._call("the output listing", listing)
+            for item in response.files or []:
+                rel = output_name(item.file_name)
+                self._call(f"the download of {rel}", download, item.url, dest / rel)
+                files.append(str(dest / rel))
+            token = response.next_page_token
+            if not token:
+                return files
 
     def quota(self) -> dict[str, Any]:
         response = self._call("the quota request", self.api.quota_view)
@@ -172,3 +198,31 @@ class KaggleClient:
                 "gpu_left_s": None if allowed is None else max(0.0, allowed - used),
                 "refresh": response.quota_refresh_time.isoformat()
                 if response.quota_refresh_time else None}
+
+
+def output_name(name: Any) -> str:
+    """A file name the output listing gave, as a path inside the download folder."""
+    parts = str(name or "").split("/")
+    if not name or "\\" in str(name) or "\0" in str(name) or any(
+            p in ("", ".", "..") for p in parts) or len(str(name)) > 4096:
+        raise UserError(f"Kaggle listed an output file named {str(name)[:120]!r}, which rgt "
+                        "will not write (absolute, empty or leading out of the folder)")
+    return "/".join(parts)
+
+
+def download(url: str, dest: Path) -> None:
+    """One output file, written beside its place and renamed in (never through a link)."""
+    import requests
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.rgt-part")
+    with requests.get(url, stream=True, timeout=300) as response:
+        response.raise_for_status()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
+                     0o600)
+        with os.fdopen(fd, "wb") as out:
+            for chunk in response.iter_content(1 << 20):
+                out.write(chunk)
+    if dest.is_symlink():
+        dest.unlink()
+    os.replace(tmp, dest)

@@ -1,0 +1,134 @@
+"""Kaggle through rgt's command line, the official client (kaggle 2.2.4) against fake_kaggle.py:
+up checks the credentials → run pushes attempt 1 → watch polls it; the attempt reaches its
+session budget and watch pushes attempt 2 mounting its output (kernel_sources) → it resumes
+and succeeds → pull verifies → down names what stays in the account. Bad input: one line,
+exit 2, for Colab and Kaggle alike."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from cli import rgt
+from fake_kaggle import FakeKaggle, client_env
+
+from rgt.examples import train_mlp
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("kaggle")
+STEPS = 40
+
+
+def write_job(tmp: Path, run: str, name: str = "job.yaml", **extra) -> Path:
+    work = tmp / "work"
+    work.mkdir(exist_ok=True)
+    (work / "train_mlp.py").write_bytes(Path(train_mlp.__file__).read_bytes())
+    spec = {"name": "mlp", "workdir": str(work), "run": run, "outputs": ["out"],
+            "checkpoint_dir": "$RGT_CKPT_DIR", **extra}
+    path = tmp / name
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def train(steps: int, sleep: float) -> str:
+    return (f"{sys.executable} train_mlp.py --steps {steps} --save-every 5 --sleep {sleep} "
+            '--ckpt-dir "$RGT_CKPT_DIR" --out out')
+
+
+def one_line_exit_2(done: subprocess.CompletedProcess, *words: str) -> str:
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    text = " ".join(" ".join(lines).split())
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and len(lines) <= 3, done.stderr  # one wrapped line
+    for word in words:
+        assert word in text, text
+    return text
+
+
+def test_kaggle_up_run_continues_a_capped_attempt_then_pull_and_down(tmp_path):
+    job = write_job(tmp_path, train(STEPS, 0.25),
+                    env={"RGT_KAGGLE_BUDGET_S": "8", "RGT_KAGGLE_GRACE_S": "20"})
+    with FakeKaggle(tmp_path / "kaggle") as fake:
+        env = {**client_env(fake, tmp_path), "RGT_HOME": str(tmp_path / "home")}
+        up = rgt("up", "k1", "--profile", "kaggle", env=env)
+        assert up.returncode == 0, up.stderr
+        assert "Kaggle API as alice" in up.stdout
+
+        started = rgt("run", "k1", str(job), "-d", env=env)
+        assert started.returncode == 0, started.stderr
+        run_id = started.stdout.strip().splitlines()[-1]
+        assert "pushed private kernel alice/rgt-mlp" in " ".join(started.stdout.split())
+
+        done = rgt("watch", "k1", run_id, "--until-done", "--timeout", "150", "--json",
+                   env=env, timeout=200)
+        assert done.returncode == 0, done.stdout + done.stderr
+        summary = json.loads(done.stdout)["run"]
+        assert summary["status"] == "succeeded", summary
+        second = fake.kernels["rgt-mlp-a2"]["versions"][0]
+        assert second["kernel_sources"] == ["alice/rgt-mlp"]  # it mounted attempt 1's output
+
+        log = rgt("logs", "k1", run_id, env=env).stdout
+        assert "attempt 1: kernel alice/rgt-mlp" in log and "attempt 2: kernel alice/rgt-mlp-a2" \
+            in log and "resumed step=" in log, log[-2000:]
+
+        pulled = rgt("pull", "k1", run_id, "--dest", str(tmp_path / "pulled"), "--json", env=env)
+        assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+        report = json.loads(pulled.stdout)["pull"]
+        assert report["ok"] and report["run_status"] == "succeeded", report
+
+        listed = json.loads(rgt("ls", "--json", env=env).stdout)["boxes"][0]
+        assert any(r["what"].startswith("Kaggle GPU quota: ") for r in listed["at_risk"])
+
+        down = rgt("down", "k1", "--yes", env=env)
+        assert down.returncode == 0, down.stdout + down.stderr
+        said = " ".join(down.stdout.split())
+        assert "Kaggle bills nothing" in said and "alice/rgt-mlp-a2" in said, said
+
+    ref = tmp_path / "ref"
+    subprocess.run([sys.executable, train_mlp.__file__, "--steps", str(STEPS), "--save-every",
+                    "5", "--ckpt-dir", str(ref / "ckpt"), "--out", str(ref / "out")],
+                   check=True, capture_output=True, timeout=120)
+    got = torch.load(tmp_path / "pulled" / "out" / "final.pt", weights_only=True)
+    want = torch.load(ref / "out" / "final.pt", weights_only=True)
+    assert all(torch.equal(got["model"][k], want["model"][k]) for k in want["model"])
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    home = {"RGT_HOME": str(tmp_path / "home")}
+    one_line_exit_2(rgt("up", "c1", "--profile", "colab", env=home), "needs --drive PATH")
+    one_line_exit_2(rgt("up", "c1", "--profile", "colab", "--drive", str(tmp_path / "nope"),
+                        env=home), "no such folder")
+
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("KAGGLE")}
+    bare.update(home, HOME=str(tmp_path / "nohome"), KAGGLE_CONFIG_DIR=str(tmp_path / "nohome"))
+    done = subprocess.run([sys.executable, "-m", "rgt", "up", "k0", "--profile", "kaggle"],
+                          env=bare, capture_output=True, text=True, timeout=60)
+    one_line_exit_2(done, "no Kaggle credentials")
+
+    gpu_job = write_job(tmp_path, "true", resources={"gpu": "T4:1"})
+    with FakeKaggle(tmp_path / "kaggle", gpu_quota_s=0) as fake:
+        env = {**client_env(fake, tmp_path), **home}
+        one_line_exit_2(rgt("up", "k1", "--profile", "kaggle", "--disk", "50", env=env),
+                        "cannot honour resources.disk '50G'", "20 GB")
+        assert rgt("up", "k1", "--profile", "kaggle", env=env).returncode == 0
+        one_line_exit_2(rgt("run", "k1", str(gpu_job), "-d", env=env),
+                        "Kaggle GPU quota: 0.0 h", "nothing was pushed")
+        big = write_job(tmp_path, "true", "big.yaml", resources={"disk": "30G"})
+        one_line_exit_2(rgt("run", "k1", str(big), "-d", env=env), "resources.disk '30G'")
+        assert not [m for m, _ in fake.requests if m == "SaveKernel"]
+        assert not (tmp_path / "home" / "kaggle" / "k1" / "rgt").exists() or not list(
+            (tmp_path / "home" / "kaggle" / "k1" / "rgt").glob("*/secrets.env"))
+
+    with FakeKaggle(tmp_path / "kaggle2", refuse_saves="This account cannot push kernels "
+                    "right now") as fake:
+        env = {**client_env(fake, tmp_path), **home}
+        assert rgt("up", "k2", "--profile", "kaggle", env=env).returncode == 0
+        cpu_job = write_job(tmp_path, "true", "cpu.yaml")
+        one_line_exit_2(rgt("run", "k2", str(cpu_job), "-d", env=env),
+                        "Kaggle rejected the kernel push: This account cannot push kernels")
+        assert json.loads(rgt("ls", "--json", env=env).stdout)["boxes"][-1]["live_runs"] == 0
