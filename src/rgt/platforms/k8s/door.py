@@ -95,7 +95,7 @@ class DoorTransport:
                                 f"{open_timeout():.0f} s ({why}); rgt deleted it — see "
                                 f"`kubectl get events -n {self.kube.namespace}`")
             time.sleep(pause)
-            pause = min(2.0, pause * 2)
+            pause = min(0.5, pause * 2)  # a door is usually up in seconds
 
     def _healthy(self) -> bool:
         try:
