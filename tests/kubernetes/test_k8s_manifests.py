@@ -43,7 +43,8 @@ def every_manifest():
     yield "pvc-rwx-class", pvc_manifest("rgt-gpu-box", "gpu-box", "1.5T", storage_class="nfs",
                                         access_mode="ReadWriteMany")
     yield "job-cpu", job()
-    yield "job-gpu", job(gpus=8, cpus=32, mem="256G", time_limit="2-00:00:00", ckpt_write_s=95.5,
+    yield "job-gpu", job(gpus=8, cpus=32, mem="256G", disk="200G", time_limit="2-00:00:00",
+                         ckpt_write_s=95.5,
                          backoff_limit=5, selector={"nvidia.com/gpu.product": "NVIDIA-H100"},
                          pull_secret="regcred")
     yield "job-sweep", job(cells=len(CELLS), max_parallel=2, gpus=1, time_limit="90m",
@@ -78,6 +79,8 @@ def test_job_shape_follows_the_rules_schemas_cannot_state():
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
     assert container["resources"]["requests"]["nvidia.com/gpu"] == "2"
     assert container["resources"]["limits"]["memory"] == "16Gi"
+    disk = job(disk="20G")["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert disk["limits"]["ephemeral-storage"] == disk["requests"]["ephemeral-storage"] == "20Gi"
     assert spec["activeDeadlineSeconds"] == 5400
     assert pod["terminationGracePeriodSeconds"] == 75
     assert spec["ttlSecondsAfterFinished"] > 0 and spec["backoffLimit"] >= 0

@@ -50,6 +50,7 @@ def test_pending_for_gpus_names_k8s1(kube, home, tmp_path, monkeypatch):
     spec.write_text(spec.read_text().replace('"A100:1"', '"A100:4"'))
     notes = run(spec)
     assert any("Insufficient nvidia.com/gpu" in n for n in notes), notes
+    assert any("no node offers 4 GPUs (at most 1" in n for n in notes), notes
     state = watch_json()
     assert state["status"] == "starting"
     assert any("0/2 nodes are available: 2 Insufficient nvidia.com/gpu" in c

@@ -210,7 +210,7 @@ class KubernetesPlatform(Platform):
         return job_manifest(
             name=dns_name("rgt", layout.run_id), box=box.name, run_id=layout.run_id,
             image=image, script=script, env=env, claim=box.extra["claim"],
-            mount_path=box.durable_dir, gpus=r.gpu_count, cpus=r.cpus, mem=r.mem,
+            mount_path=box.durable_dir, gpus=r.gpu_count, cpus=r.cpus, mem=r.mem, disk=r.disk,
             nodes=r.nodes, time_limit=r.time, ckpt_write_s=write_s,
             backoff_limit=spec.recover.max_restarts if spec.recover else DEFAULT_BACKOFF,
             ttl_s=ttl, cells=len(cells) if cells else None, max_parallel=spec.max_parallel,
@@ -228,6 +228,11 @@ class KubernetesPlatform(Platform):
                  f"{manifest['spec']['template']['spec']['terminationGracePeriodSeconds']} s"
                  + (f", from the measured checkpoint write of {write_s:.1f} s" if write_s
                     is not None else " (no checkpoint measured yet; set RGT_CKPT_WRITE_S)")]
+        most = max((box.extra.get("gpus_per_node") or {}).values(), default=None)
+        if most is not None and spec.resources.gpu_count > most:
+            notes.append(f"no node offers {spec.resources.gpu_count} GPUs (at most {most} when "
+                         "rgt up looked): the pod will wait Pending unless the cluster "
+                         "autoscaler adds a bigger node (K8S1)")
         if spec.resources.gpu and ":" in spec.resources.gpu and not spec.env.get(
                 ENV_NODE_SELECTOR):
             notes.append(f"the GPU model in {spec.resources.gpu!r} is not enforced: node labels "

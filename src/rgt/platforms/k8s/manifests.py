@@ -215,9 +215,12 @@ def pod_script(*, run: str, setup: str, outputs: Sequence[str], cells: Sequence[
     return "\n".join(lines) + "\n"
 
 
-def container_resources(gpus: int, cpus: int | None, mem: str | None) -> dict[str, Any]:
+def container_resources(gpus: int, cpus: int | None, mem: str | None,
+                        disk: str | None = None) -> dict[str, Any]:
     """GPUs in limits, requests equal (the device plugin refuses anything else); memory as a
-    hard limit (an OOM names itself), CPUs as a request only (a CPU limit throttles)."""
+    hard limit (an OOM names itself), CPUs as a request only (a CPU limit throttles); a job's
+    `disk` is its ephemeral-storage (the pod's own layer, logs, emptyDir), requested and
+    capped, so a runaway write ends this pod with a reason instead of the node's (K8S5)."""
     limits: dict[str, str] = {}
     requests: dict[str, str] = {}
     if gpus:
@@ -226,6 +229,9 @@ def container_resources(gpus: int, cpus: int | None, mem: str | None) -> dict[st
         requests["cpu"] = str(cpus)
     if mem:
         limits["memory"] = requests["memory"] = quantity(mem, "resources.mem")
+    if disk:
+        limits["ephemeral-storage"] = requests["ephemeral-storage"] = quantity(
+            disk, "resources.disk")
     out: dict[str, Any] = {}
     if limits:
         out["limits"] = limits
@@ -247,7 +253,8 @@ def node_selector(text: str) -> dict[str, str]:
 
 def job_manifest(*, name: str, box: str, run_id: str, image: str, script: str,
                  env: Mapping[str, str], claim: str, mount_path: str, gpus: int = 0,
-                 cpus: int | None = None, mem: str | None = None, nodes: int = 1,
+                 cpus: int | None = None, mem: str | None = None, disk: str | None = None,
+                 nodes: int = 1,
                  time_limit: str | None = None, ckpt_write_s: float | None = None,
                  backoff_limit: int = DEFAULT_BACKOFF, ttl_s: int = DEFAULT_TTL_S,
                  cells: int | None = None, max_parallel: int | None = None,
@@ -267,7 +274,7 @@ def job_manifest(*, name: str, box: str, run_id: str, image: str, script: str,
         ],
         "volumeMounts": [{"name": "data", "mountPath": mount_path}],
     }
-    resources = container_resources(gpus, cpus, mem)
+    resources = container_resources(gpus, cpus, mem, disk)
     if resources:
         container["resources"] = resources
     pod: dict[str, Any] = {
