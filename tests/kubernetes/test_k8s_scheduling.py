@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from cli import rgt
-from kubekit import counter_spec, up
+from kubekit import IMAGE, counter_spec, up
 
 from rgt.lifecycle.launch import launch
 from rgt.lifecycle.watch import refresh, wait_until_done
@@ -170,3 +170,28 @@ def test_push_leaves_out_what_every_push_leaves_out(kube, home, tmp_path):
     arrived = sorted(str(p.relative_to(code)) for p in code.rglob("*") if p.is_file())
     assert arrived == [".rgtignore", "count.py", "out/count.txt", "src/data/also_kept.txt",
                        "src/keep.py"], arrived
+
+
+def test_image_pull_backoff_in_watch_is_k8s3(kube, home, tmp_path):
+    """A pull that fails after `rgt run` returned (a registry emptied, a secret revoked): the
+    Job, its pod and events as the API returns them read as K8S3."""
+    from rgt.platforms.k8s.api import BATCH, CORE
+    from rgt.platforms.k8s.checks import kube_for
+    from rgt.platforms.k8s.diagnose import job_summary
+    from rgt.platforms.k8s.manifests import job_manifest
+
+    up(tmp_path)
+    missing = IMAGE[:-4] + "0000"
+    with kube_for(Store().box("k8s")) as api:
+        api.create(api.ns(BATCH, "jobs"), job_manifest(
+            name="late", box="k8s", run_id="late", image=missing, script="true", env={},
+            claim="rgt-k8s", mount_path=str(tmp_path / "mnt" / "checkpoints")))
+        pods = wait_for(lambda: [p for p in api.items(CORE, "pods", labels="job-name=late")
+                                 if (p["status"].get("containerStatuses") or [{}])[0]
+                                 .get("state", {}).get("waiting", {}).get("reason")
+                                 == "ImagePullBackOff"], what="ImagePullBackOff")
+        events = api.items(CORE, "events")
+        state = job_summary(api.find(api.ns(BATCH, "jobs", "late")), pods, events, [])
+    assert state["status"] == "starting"
+    assert any("ImagePullBackOff" in c for c in state["causes"]), state["causes"]
+    assert any(c.startswith("K8S3") for c in state["causes"]), state["causes"]
