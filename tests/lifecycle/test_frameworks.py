@@ -127,7 +127,7 @@ def test_lightning_runs_pulls_verified_lists_and_goes_down(cli, tmp_path):
     report, _ = pull(cli, run_id, tmp_path / "got")
     assert report["ok"], report["problems"]
     assert steps(report) == {"ckpt/epoch=0-step=3.ckpt": 3, "ckpt/epoch=0-step=6.ckpt": 6,
-                             "ckpt/epoch=1-step=9.ckpt": 9, "out/final/model.ckpt": 10}
+                             "ckpt/epoch=1-step=9.ckpt": 9, "final/model.ckpt": 10}
     listed = cli.ok("ckpt", "ls", str(tmp_path / "got" / "ckpt")).stdout
     rows = {ln.split()[1]: ln for ln in listed.splitlines() if ln.startswith("│")}
     assert set(rows) == {"3", "6", "9"} and all("lightning" in r for r in rows.values())

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from boxkit import write_job
 
-# The job plants, in the durable run dir that pull copies: a link that lexically stays inside
+# The job plants, in the durable dir its outputs are copied to (what pull fetches): a link that lexically stays inside
 # but really leads one level above the pull directory (sub/l is the root, esc = root/..), and
 # rgt's evidence and log names pointing through it at the canary beside the pull directory.
 PLANT = (
-    "mkdir -p out && echo weights > out/w.bin && D=$RGT_DURABLE_DIR && mkdir -p $D/sub && "
+    "mkdir -p out && echo weights > out/w.bin && D=$RGT_OUT_DIR && mkdir -p $D/sub && "
     "ln -s .. $D/sub/l && ln -s sub/l/.. $D/esc && "
     "ln -s esc/canary $D/PULL_VERIFIED.json && ln -s esc/canary $D/.PULL_VERIFIED.json.tmp && "
     "ln -s esc $D/logs && ln -s loop2 $D/loop1 && ln -s loop1 $D/loop2 && "
@@ -58,7 +58,7 @@ def test_planted_links_never_write_or_lead_outside_the_pull(cli, tmp_path):
     assert (dest / "logs").is_dir() and not (dest / "logs").is_symlink()
     assert (dest / "logs" / f"{run_id}.log").read_text().startswith("")
     report = cli.verified("box", run_id)
-    assert report["ok"] and (dest / "out" / "out" / "w.bin").read_text() == "weights\n"
+    assert report["ok"] and (dest / "out" / "w.bin").read_text() == "weights\n"
     assert not (dest / "PULL_VERIFIED.json").exists()  # the evidence lives in RGT_HOME
     cli.ok("down", "box", "--yes")
 

@@ -43,9 +43,9 @@ def test_whole_loop_and_the_iron_law(cli, tmp_path):
     pulled = cli.ok("pull", "box", run_id, "--dest", str(dest))
     assert "verified" in pulled.stdout
     verified = cli.verified("box", run_id)
-    assert verified["ok"] and {f["path"] for f in verified["files"]} >= {"out/out/metrics.json",
-                                                                         "out/out/w.bin"}
-    assert (dest / "out" / "out" / "w.bin").read_text() == "weights\n"
+    assert verified["ok"] and {f["path"] for f in verified["files"]} >= {"out/metrics.json",
+                                                                         "out/w.bin"}
+    assert (dest / "out" / "w.bin").read_text() == "weights\n"
 
     cli.ok("down", "box", "--yes")
     assert not scratch.exists()
@@ -192,9 +192,9 @@ def test_durable_tier_out_of_inodes_is_sync_failed(cli, tmp_path, tiny_inode_dis
     rescued = cli("pull", "box", run_id, "--from-scratch", "--dest", str(dest),
                   env={"PATH": f"{bsd}:{os.environ['PATH']}"})
     assert rescued.returncode == 0, rescued.stdout + rescued.stderr
-    assert sorted(p.name for p in (dest / "out" / "out").iterdir()) == sorted(
+    assert sorted(p.name for p in (dest / "out").iterdir()) == sorted(
         f"f{i}.json" for i in range(1, 61))
-    assert (dest / "out" / "out" / "f7.json").read_text() == "7\n"
+    assert (dest / "out" / "f7.json").read_text() == "7\n"
     verified = cli.verified("box", run_id)
     assert verified["ok"] and verified["source"] == "workdir" and len(verified["files"]) == 60
     assert cli("down", "box", "--yes").returncode == 0

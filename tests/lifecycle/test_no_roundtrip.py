@@ -6,10 +6,16 @@ workdir (`out/w.bin`, not `out/out/w.bin`)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from boxkit import write_job
+
+LIST_CODE = ("mkdir -p out && find . \\( -type f -o -type l \\) -not -path './out/*' "
+             "| sort > out/pushed.txt && echo weights > out/w.bin")
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -26,6 +32,15 @@ def snapshot(root: Path) -> dict[str, str]:
             else:
                 seen[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
     return seen
+
+
+def in_dir(cli, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """The real CLI run from CWD (the default pull destination is ./rgt-results)."""
+    env = {**os.environ, **cli.env, "COLUMNS": "200", "NO_COLOR": "1"}
+    result = subprocess.run([sys.executable, "-m", "rgt", *args], cwd=cwd, env=env,
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, f"rgt {' '.join(args)}: {result.stdout}\n{result.stderr}"
+    return result
 
 
 def test_smoke_writes_nothing_into_the_workdir(cli, tmp_path):
@@ -45,3 +60,40 @@ def test_smoke_writes_nothing_into_the_workdir(cli, tmp_path):
     result = cli.ok("smoke", str(spec))
     assert "42" in result.stdout and "local data" in result.stdout and "done" in result.stdout
     assert snapshot(work) == before, "smoke must leave the workdir exactly as it was"
+
+
+def test_pulled_results_never_travel_back(cli, tmp_path):
+    work = tmp_path / "proj"
+    work.mkdir()
+    (work / "train.sh").write_text(LIST_CODE + "\n")
+    (work / ".rgtignore").write_text("*.bin\n/notes/\n")
+    (work / "notes").mkdir()
+    (work / "notes" / "draft.md").write_text("mine\n")
+    (work / "sub" / "notes").mkdir(parents=True)
+    (work / "sub" / "notes" / "kept.md").write_text("pushed: the pattern is anchored\n")
+    (work / "weights.bin").write_bytes(b"0" * 1000)
+    spec = write_job(work, run="bash train.sh", outputs=["out"])
+    cli.ok("up", "box")
+
+    first = in_dir(cli, work, "run", "box", str(spec), "-d").stdout.strip().splitlines()[-1]
+    cli.ok("watch", "box", first, "--until-done", "--timeout", "60")
+    in_dir(cli, work, "pull", "box", first)  # the default destination: ./rgt-results/box/RUN
+    pulled = work / "rgt-results" / "box" / first
+    assert (pulled / "out" / "w.bin").read_text() == "weights\n", "no out/out nesting"
+    assert not (pulled / "out" / "out").exists()
+    in_dir(cli, work, "pull", "box", first, "--dest", "mine/results")
+
+    second = in_dir(cli, work, "run", "box", str(spec), "-d").stdout.strip().splitlines()[-1]
+    cli.ok("watch", "box", second, "--until-done", "--timeout", "60")
+    code = cli.home / "boxes" / "box" / "scratch" / "rgt" / second / "code"
+    pushed = (code / "out" / "pushed.txt").read_text().split()  # what the job found there
+    assert pushed == ["./.rgtignore", "./job.yaml", "./sub/notes/kept.md", "./train.sh"], pushed
+    report = json.loads(cli.ok("pull", "box", second, "--dest", str(tmp_path / "r2"),
+                               "--json").stdout)
+    assert report["pull"]["ok"] and {f["path"] for f in report["pull"]["files"]} == {
+        "out/pushed.txt", "out/w.bin", "SYNC_MANIFEST.json"}
+
+    (work / ".rgtignore").write_text("!keep.bin\n")
+    refused = cli("run", "box", str(spec))
+    assert refused.returncode == 2 and ".rgtignore:1" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -143,8 +143,8 @@ def test_killed_rgt_ckpt_run_resumes_to_bitwise_equal_weights(cli, tmp_path):
     assert any(f["path"].startswith("ckpt/ckpt-") for f in verified["files"])
     assert "fresh start" in (dest / "logs" / f"{first}.log").read_text()  # each attempt's log
     assert "resumed step=" in (dest / "logs" / f"{second}.log").read_text()
-    a = final_tensors(tmp_path / "ref-results" / "out" / "out" / "final.pt")
-    b = final_tensors(dest / "out" / "out" / "final.pt")
+    a = final_tensors(tmp_path / "ref-results" / "out" / "final.pt")
+    b = final_tensors(dest / "out" / "final.pt")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
     chain = {r["id"]: r for r in runs_json(cli, "box")}

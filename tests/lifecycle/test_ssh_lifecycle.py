@@ -35,7 +35,7 @@ def test_up_audit_run_watch_pull_down_over_ssh(cli, sshd_server, tmp_path):
     assert cli("down", "gpu", "--yes").returncode == 3
     dest = tmp_path / "pulled"
     cli.ok("pull", "gpu", "--dest", str(dest))
-    assert json.loads((dest / "out" / "out" / "metrics.json").read_text()) == {"acc": 0.9}
+    assert json.loads((dest / "out" / "metrics.json").read_text()) == {"acc": 0.9}
     down = cli("down", "gpu", input="gpu\n")
     assert down.returncode == 0, down.stderr
     assert "do this in the console" in down.stdout  # no API: rgt says the exact step

@@ -46,8 +46,8 @@ def run_and_pull(cli, box, spec, dest):
     assert_clean(cli("pull", box, run_id, "--dest", str(dest)))
     verified = cli.verified(box, run_id)
     assert verified["ok"], verified["problems"]
-    assert json.loads((dest / "out" / "out" / "metrics.json").read_text()) == {"acc": 0.9}
-    assert (dest / "out" / "out" / "w.bin").stat().st_size == 300_000
+    assert json.loads((dest / "out" / "metrics.json").read_text()) == {"acc": 0.9}
+    assert (dest / "out" / "w.bin").stat().st_size == 300_000
     return run_id
 
 

@@ -359,7 +359,7 @@ def test_login_node_over_ssh_runs_pulls_and_goes_down(slurm_cluster, slurm_env, 
         dest = tmp_path / "pulled"
         pulled = rgt("pull", "login", run_id, "--dest", str(dest), env=env)
         assert pulled.returncode == 0, pulled.stdout + pulled.stderr
-        assert (dest / "out" / "result.txt").read_text() == "hello\n"
+        assert (dest / "result.txt").read_text() == "hello\n"
         down = rgt("down", "login", "--yes", env=env)
         assert down.returncode == 0, down.stdout + down.stderr
         assert "no live Slurm jobs to cancel" in down.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rgt.errors import UserError
+from rgt.lifecycle import interrupt
 from rgt.platforms import Request, platform_for
 from rgt.profiles import Profile, load_profile
 from rgt.remote.register import check_dir_flags
@@ -57,7 +59,9 @@ def up(store: Store, name: str, profile_name: str, target: SshTarget | None, *,
                       data_dir=data_dir, durable_dir=durable_dir, options=dict(options or {}))
     if on_wait is not None:
         request.on_wait = on_wait
-    box = platform_for(profile.name).provision(store, request)
+    since = time.time()
+    with interrupt.explained(lambda: interrupt.up_interrupted(store, name, since)):
+        box = platform_for(profile.name).provision(store, request)
     return box, profile, first
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rgt.errors import UserError
+from rgt.lifecycle import interrupt
 from rgt.lifecycle.boxes import connect
 from rgt.lifecycle.watch import refresh
 from rgt.platforms import platform_for
@@ -202,6 +203,18 @@ def refusal(plan: DownPlan) -> IronLawRefusal:
 
 
 def execute_down(store: Store, plan: DownPlan, *, discarded: bool) -> str:
+    """`_execute_down`, with a Ctrl-C said in one line: the box reads "up" until the stop has
+    returned, and a second `rgt down` finishes what the first began."""
+    name = plan.box.name
+    with interrupt.explained(lambda: (
+            f"interrupted (Ctrl-C) while stopping {name}: the stop may have begun (a local "
+            "box's directories partly deleted, a platform's stop request sent), so rgt still "
+            f"reads the box as up and its meter as running; `rgt down {name}` again finishes "
+            "it (safe to repeat), then `rgt ls` shows it down")):
+        return _execute_down(store, plan, discarded=discarded)
+
+
+def _execute_down(store: Store, plan: DownPlan, *, discarded: bool) -> str:
     """Stop the meter (the platform's `release`), remove a local box's dirs, or record the
     user's console step (no API). Runs only what `plan_down` cleared. Returns a summary."""
     box = plan.box

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from rgt.errors import UserError
 from rgt.hostos import exclusive_lock
+from rgt.lifecycle import interrupt
+from rgt.lifecycle.pushlist import push_excludes
 from rgt.lifecycle.ship import ship_library
 from rgt.lifecycle.watch import refresh
 from rgt.platforms import Platform, platform_for
@@ -121,6 +123,19 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
     run_id = new_run_id(spec.name)
     layout = Layout.of(box, run_id, spec)
     spec = spec.model_copy(update={"setup": setup})
+    def record(detach: str, status: str, extra: dict) -> Run:
+        now = time.time()
+        chain = {"ckpt_home": layout.ckpt, "resumes": resumes.id if resumes else None,
+                 "attempt": (resumes.spec.get("attempt") or 1) + 1 if resumes else 1}
+        run = Run(id=run_id, box=box.name, job=spec.name, remote_dir=layout.run_dir,
+                  spec={**spec.model_dump(mode="json"), "durable_run_dir": layout.durable_run_dir,
+                        "detach": detach, **chain, **extra},
+                  status=status, exit_code=None, created=now, updated=now)
+        store.add_run(run)
+        store.record("run", {"detach": detach, "status": run.status, "notes": notes, **chain},
+                     box=box.name, run=run_id)
+        return run
+
     transport = platform.connect(box)
     try:
         refuse_second_launch(store, box, spec, transport)
@@ -138,18 +153,15 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
         detach, status = launched.detach, launched.status
         extra = {"platform_run": launched.platform_run} if launched.platform_run else {}
         notes += launched.notes
+    except KeyboardInterrupt:
+        # Ctrl-C: a run that started is recorded, a half-made one leaves nothing on the box
+        raise interrupt.launch_interrupted(
+            platform, box, layout.run_dir, run_id,
+            record=lambda: record("unknown (Ctrl-C during the start)", "starting", {})
+        ) from None
     finally:
         transport.close()
-    now = time.time()
-    chain = {"ckpt_home": layout.ckpt, "resumes": resumes.id if resumes else None,
-             "attempt": (resumes.spec.get("attempt") or 1) + 1 if resumes else 1}
-    run = Run(id=run_id, box=box.name, job=spec.name, remote_dir=layout.run_dir,
-              spec={**spec.model_dump(mode="json"), "durable_run_dir": layout.durable_run_dir,
-                    "detach": detach, **chain, **extra},
-              status=status, exit_code=None, created=now, updated=now)
-    store.add_run(run)
-    store.record("run", {"detach": detach, "status": run.status, "notes": notes, **chain},
-                 box=box.name, run=run_id)
+    run = record(detach, status, extra)
     return run, notes
 
 
@@ -211,7 +223,7 @@ def push(store: Store, transport: Transport, box: Box, spec: JobSpec, layout: La
     """The workdir to RUN_DIR/code (resumable), the secrets file (0600, from stdin), and
     `rgt.ckpt` to RUN_DIR/lib."""
     if code:
-        stats = transport.put(spec.workdir, layout.code, exclude=list(spec.exclude),
+        stats = transport.put(spec.workdir, layout.code, exclude=push_excludes(spec, store),
                               progress=progress)
         store.record("push", {"bytes_sent": stats.bytes_sent, "files": stats.files,
                               "seconds": stats.seconds, "attempts": stats.attempts},

@@ -26,6 +26,8 @@ from typing import Any
 
 from rgt.ckpt import formats
 from rgt.errors import UserError
+from rgt.lifecycle import interrupt
+from rgt.lifecycle.pushlist import RESULTS_DIR
 from rgt.lifecycle.untrusted import (
     Entry,
     Manifest,
@@ -52,7 +54,21 @@ def layout_of(run: Run) -> Layout:
 
 
 def default_dest(box: str, run_id: str) -> Path:
-    return Path.cwd() / "rgt-results" / box / run_id
+    # never pushed back: every push leaves rgt-results/ out (rgt.lifecycle.pushlist)
+    return Path.cwd() / RESULTS_DIR / box / run_id
+
+
+RESERVED = ("ckpt", "logs")  # what rgt itself puts at the top of a pull
+
+
+def flat_outputs(run: Run) -> bool:
+    """Whether the run's outputs land at the top of the pull as they were in its workdir
+    (`out/w.bin`, not `out/out/w.bin`): yes, unless one is named like rgt's own `ckpt/` or
+    `logs/` (then all of them keep the durable tier's `out/`). A sweep's cells keep theirs."""
+    if (run.spec.get("platform_run") or {}).get("cells"):
+        return False
+    return not any(o.lstrip("/").split("/")[0] in RESERVED
+                   for o in run.spec.get("outputs") or [])
 
 
 def output_patterns(run: Run) -> list[str]:
@@ -71,8 +87,8 @@ def home_to_fetch(run: Run, layout: Layout) -> str | None:
     run dir (a sweep's cells keep theirs inside it)."""
     if not run.spec.get("checkpoint_dir") or (run.spec.get("platform_run") or {}).get("cells"):
         return None
-    if layout.ckpt == f"{layout.durable_run_dir}/ckpt":
-        return None
+    if layout.ckpt == f"{layout.durable_run_dir}/ckpt" and not flat_outputs(run):
+        return None  # an old run's home inside its durable dir: fetched with it
     return layout.ckpt
 
 
@@ -98,7 +114,8 @@ def expected_of(run: Run, home_fetched: bool) -> list[tuple[str, str, str]]:
                 if run.spec.get("checkpoint_dir")]
         return [(f"cells/{i}/out/{o}", f"cells/{i}/out/", o)
                 for i in range(cells) for o in outputs] + ckpt
-    expected = [(f"out ({o})", "out/", o) for o in outputs]
+    expected = [(o, "", o) for o in outputs] if flat_outputs(run) else \
+        [(f"out ({o})", "out/", o) for o in outputs]
     if home_fetched:  # (an old run's ckpt/ inside its durable dir is fetched, not listed)
         expected.append(("ckpt", "ckpt/", "*"))
     return expected
@@ -106,6 +123,18 @@ def expected_of(run: Run, home_fetched: bool) -> list[tuple[str, str, str]]:
 
 def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = None,
          progress=None, *, from_scratch: bool = False) -> dict[str, Any]:
+    """`_pull`, with a Ctrl-C said in one line: nothing is verified or recorded before the end,
+    so the store is as it was and the next pull resumes from the files already here."""
+    run = store.run(store.box(box_name).name, run_id)
+    with interrupt.explained(lambda: (
+            f"interrupted (Ctrl-C) while pulling run {run.id} from {box_name}: nothing was "
+            "verified or recorded (`rgt down` still refuses); the files already here are kept "
+            f"and `rgt pull {box_name} {run.id}` resumes from them")):
+        return _pull(store, box_name, run.id, dest, progress, from_scratch=from_scratch)
+
+
+def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = None,
+          progress=None, *, from_scratch: bool = False) -> dict[str, Any]:
     """Fetch a run's results and verify them here.
 
     `from_scratch` is the way out of a sync-failed run: the outputs never reached the
@@ -115,7 +144,7 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
     box = store.box(box_name)
     run = store.run(box.name, run_id)
     layout = layout_of(run)
-    local = dest or default_dest(box.name, run.id)
+    local = (dest or default_dest(box.name, run.id)).absolute()  # recorded: pushes skip it
     if local.exists() and not local.is_dir():
         raise UserError(f"--dest {local} is a file; give a directory to pull into")
     evidence = evidence_dir(rgt_home(), box.name, run.id)
@@ -141,11 +170,14 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
             source, listed = _stage_from_workdir(transport, run, layout, fetched)
             sources.append(listed)
         else:
-            source = layout.durable_run_dir
+            flat = flat_outputs(run)
+            source = layout.out if flat else layout.durable_run_dir
             transport.run(f"mkdir -p {shlex.quote(source)}", timeout=60)
+            patterns = ["."] if flat and run.spec.get("outputs") else \
+                [] if flat else output_patterns(run)
             sources.append(manifest_of(transport, source,
                                        f"{layout.run_dir}/PULL_MANIFEST.jsonl",
-                                       output_patterns(run), fetched))
+                                       patterns, fetched))
         home = None if from_scratch else home_to_fetch(run, layout)
         if home is not None:
             # the job's checkpoint home, shared by the chain of attempts: fetched as ckpt/
@@ -244,6 +276,8 @@ def _stage_from_workdir(transport, run: Run, layout: Layout, into: Path
             f"ln -- \"$f\" {out}/\"$f\" || exit 1; done")
     names = b"".join(f.encode("utf-8", "surrogateescape") + b"\0" for f in files)
     transport.run(link, stdin=names, timeout=300)
+    if flat_outputs(run):
+        return f"{staged}/out", read_manifest(listed.source, "")
     return staged, read_manifest(listed.source, "out/")
 
 
@@ -325,6 +359,8 @@ def _meet(path: str, expected: list[tuple[str, str, str]], met: set[int]) -> Non
     for i, (_, under, pattern) in enumerate(expected):
         if i in met or not path.startswith(under):
             continue
+        if not under and path.split("/", 1)[0] in RESERVED:
+            continue  # outputs at the top of the pull: rgt's ckpt/ and logs/ are not them
         rel = path[len(under):]
         parts = rel.split("/")
         if any(fnmatch.fnmatchcase("/".join(parts[:n]), pattern)
