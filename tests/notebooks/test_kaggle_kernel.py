@@ -48,10 +48,10 @@ def train(steps: int, sleep: float) -> str:
 
 
 def test_session_cap_continues_in_a_new_version_from_the_checkpoint(tmp_path):
-    spec = write_spec(tmp_path, train(STEPS, 0.15))
+    spec = write_spec(tmp_path, train(STEPS, 0.25))
     with FakeKaggle(tmp_path / "kaggle") as fake:
         first = drive(fake, tmp_path, "push", spec=str(spec), run_id="r1", attempt=1,
-                      dest=str(tmp_path / "k1"), budget_s=4.5, grace_s=20)
+                      dest=str(tmp_path / "k1"), budget_s=8, grace_s=20)
         assert "error" not in first, first
         assert first["meta"]["enable_internet"] is True and first["meta"]["enable_gpu"] is False
         assert drive(fake, tmp_path, "wait", id=first["id"])["status"] == "complete"
