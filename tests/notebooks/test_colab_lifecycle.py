@@ -125,3 +125,29 @@ def test_render_writes_a_notebook_that_runs_with_its_code_inside(tmp_path):
     state = json.loads((vm.cloud / "rgt" / run_id / "state.json").read_text())
     assert state["status"] == "succeeded", state
     assert (vm.cloud / "rgt" / run_id / "out" / "out" / "final.pt").stat().st_size > 0
+
+
+def test_a_silent_runtime_reads_paused_and_secrets_never_reach_drive(tmp_path):
+    drive = tmp_path / "drive"
+    drive.mkdir()
+    env = {"RGT_HOME": str(tmp_path / "home"), "HF_TOKEN": "hf_secret_value"}
+    assert rgt("up", "c1", "--profile", "colab", "--drive", str(drive), env=env).returncode == 0
+
+    leaky = write_job(tmp_path, steps=5, sleep=0, secrets=["HF_TOKEN"])
+    refused = rgt("run", "c1", str(leaky), "-d", env=env)
+    assert refused.returncode == 2 and "Secrets panel" in refused.stderr, refused.stderr
+    for root in (drive, tmp_path / "home"):
+        assert not [p for p in root.rglob("*") if p.is_file()
+                    and b"hf_secret_value" in p.read_bytes()], root
+
+    job = write_job(tmp_path, steps=5, sleep=0)
+    run_id = rgt("run", "c1", str(job), "-d", env=env).stdout.strip().splitlines()[-1]
+    state = drive / "rgt" / run_id / "state.json"
+    state.write_text(json.dumps({"status": "running", "sessions": 1, "heartbeat": time.time()}))
+    assert watch_json(env, run_id)["status"] == "running"
+    state.write_text(json.dumps({"status": "running", "sessions": 1,
+                                 "heartbeat": time.time() - 3600}))
+    paused = watch_json(env, run_id)
+    assert paused["status"] == "paused", paused
+    assert "no heartbeat on Drive for 60 min" in paused["causes"][0]
+    assert "Run all" in paused["advice"]

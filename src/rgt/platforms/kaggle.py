@@ -393,5 +393,8 @@ class KagglePlatform(Platform):
         line = quota_line(quota)
         verdicts = [{"level": "warn" if quota.get("gpu_left_s") == 0 else "ok", "id": "KG",
                      "message": line}] if line else []
+        verdicts.append({"level": "warn", "id": "NB3", "message": "the disks and Python above "
+                         "are this machine's (rgt's staging folder): a Kaggle session is "
+                         "reached only through kernels; rgt's kernel checks its GPU itself"})
         return {"kaggle": {"owner": box.extra.get("owner"), "quota": quota,
                            "verdicts": verdicts}}
