@@ -151,3 +151,15 @@ def test_a_silent_runtime_reads_paused_and_secrets_never_reach_drive(tmp_path):
     assert paused["status"] == "paused", paused
     assert "no heartbeat on Drive for 60 min" in paused["causes"][0]
     assert "Run all" in paused["advice"]
+
+
+def test_ls_shows_drive_free_space_where_the_folder_is_a_mount_of_its_own(tmp_path, tmpfs):
+    drive = tmpfs("size=64m")  # like an rclone mount: its size is what the remote reports
+    env = {"RGT_HOME": str(tmp_path / "home")}
+    assert rgt("up", "c1", "--profile", "colab", "--drive", str(drive), env=env).returncode == 0
+    (drive / "rgt" / "blob").write_bytes(b"x" * (8 << 20))
+    risks = json.loads(rgt("ls", "--json", env=env).stdout)["boxes"][0]["at_risk"]
+    assert risks[0]["what"].startswith("Drive: rgt keeps 0.0 MiB"), risks  # as measured at up
+    assert "free of 64.0 MiB" in risks[0]["what"], risks
+    shown = rgt("ls", env={**env, "COLUMNS": "80"}).stdout
+    assert "at risk: Drive: rgt keeps" in shown, shown
