@@ -3,14 +3,12 @@ behind in the cluster that `rgt ls` does not show (no PVC, no door pod, no Job).
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
-import pytest
 from cli import rgt
-from kubekit import IMAGE, job_spec, up, write_kubeconfig
-
-from rgt.errors import UserError
+from kubekit import IMAGE, job_spec, up, up_cli, write_kubeconfig
 
 
 def nothing_left(kube) -> None:
@@ -26,12 +24,13 @@ def nothing_left(kube) -> None:
     assert listed.returncode == 0 and "k8s" not in listed.stdout, listed.stdout
 
 
-def refused(tmp_path: Path, match: str, **options) -> UserError:
-    with pytest.raises(UserError, match=match) as err:
-        up(tmp_path, **options)
-    assert err.value.exit_code == 2
-    assert "\n" not in str(err.value)
-    return err.value
+def refused(tmp_path: Path, match: str, *flags: str, image: str = IMAGE) -> str:
+    """`rgt up` through the CLI: exit 2, one line on stderr matching MATCH, no traceback."""
+    done = up_cli(tmp_path, *flags, image=image)
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = done.stderr.strip()
+    assert "Traceback" not in done.stderr and re.search(match, line), line
+    return line
 
 
 def test_no_kubeconfig(kube, home, tmp_path, monkeypatch):
@@ -42,7 +41,7 @@ def test_no_kubeconfig(kube, home, tmp_path, monkeypatch):
 
 def test_unknown_context(kube, home, tmp_path):
     refused(tmp_path, r"context 'prod' is not in your kubeconfig \(contexts: fake\)",
-            context="prod")
+            "--context", "prod")
     nothing_left(kube)
 
 
@@ -65,36 +64,33 @@ def _ca(kube) -> bytes:
 
 def test_forbidden_verbs(kube, home, tmp_path):
     kube.api.forbidden |= {("alice", "create", "jobs"), ("alice", "get", "pods/log")}
-    err = refused(tmp_path, "RBAC: user alice may not create jobs.batch, get pods/log in "
-                            "namespace ml")
-    assert "kubectl auth can-i" in str(err)
+    line = refused(tmp_path, "RBAC: user alice may not create jobs.batch, get pods/log in "
+                             "namespace ml")
+    assert "kubectl auth can-i" in line
     nothing_left(kube)
 
 
 def test_missing_namespace(kube, home, tmp_path):
-    refused(tmp_path, "namespace 'nowhere' does not exist", namespace="nowhere")
+    refused(tmp_path, "namespace 'nowhere' does not exist", "--namespace", "nowhere")
     nothing_left(kube)
 
 
 def test_no_storage_class(kube, home, tmp_path):
     kube.api.remove("storageclasses", "", "standard")
     refused(tmp_path, "no default storage class: rgt's PVC would stay Pending forever")
-    refused(tmp_path, r"--storage-class fast: no such storage class", storage_class="fast")
+    refused(tmp_path, r"--storage-class fast: no such storage class", "--storage-class", "fast")
     nothing_left(kube)
 
 
 def test_image_not_found_at_up_undoes_the_claim(kube, home, tmp_path, monkeypatch):
     monkeypatch.setenv("RGT_K8S_DOOR_TIMEOUT_S", "20")
-    missing = IMAGE[:-4] + "0000"
-    with pytest.raises(UserError, match="K8S3") as err:
-        up(tmp_path, image=missing)
-    assert err.value.exit_code == 2 and "not found" in str(err.value)
+    line = refused(tmp_path, "K8S3", image=IMAGE[:-4] + "0000")
+    assert "not found" in line
     nothing_left(kube)
 
 
 def test_image_tag_is_refused_before_anything_is_made(kube, home, tmp_path):
-    with pytest.raises(UserError, match="not pinned by digest"):
-        up(tmp_path, image="pytorch/pytorch:latest")
+    refused(tmp_path, "not pinned by digest", image="pytorch/pytorch:latest")
     nothing_left(kube)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 from cli import rgt
-from kubekit import EVERY, STEPS, job_spec, up
+from kubekit import EVERY, STEPS, job_spec, up_cli
 
 import rgt.examples.train_mlp as train_mlp
 
@@ -58,9 +58,9 @@ def same_tensors(a, b) -> bool:
 
 def test_up_run_evicted_resume_pull_verify_down(kube, home, tmp_path):
     transcript: list[str] = []
-    up(tmp_path)
-    transcript.append("$ rgt up k8s --profile kubernetes --image …@sha256:abab… --disk 1G "
-                      "  # (Python API: boxes.up)")
+    say(transcript, "rgt up k8s --profile kubernetes --image …@sha256:abab… --disk 1 "
+                    "--mount-path …/checkpoints", made := up_cli(tmp_path))
+    assert made.returncode == 0, made.stdout + made.stderr
     say(transcript, "rgt ls", ls := rgt("ls"))
     assert ls.returncode == 0 and "k8s" in ls.stdout
     spec = job_spec(tmp_path)

@@ -35,6 +35,9 @@ RunArg = Annotated[str | None, typer.Argument(help="Run id (a unique prefix will
                                                    "default: the newest run.")]
 
 
+KUBE_PANEL = "Kubernetes (--profile kubernetes; your kubeconfig, as kubectl reads it)"
+
+
 @app.command()
 def up(
     name: BoxArg,
@@ -72,6 +75,27 @@ def up(
         help="Colab: the folder where Google Drive for desktop (or `rclone mount`) shows your "
              "My Drive; runs, notebooks and checkpoints go under its rgt/.",
         rich_help_panel="Colab (--profile colab)")] = None,
+    context: Annotated[str | None, typer.Option(
+        help="kubeconfig context (default: kubectl's current context).",
+        rich_help_panel=KUBE_PANEL)] = None,
+    namespace: Annotated[str | None, typer.Option(
+        help="Namespace (default: the context's, else default).", rich_help_panel=KUBE_PANEL)
+                         ] = None,
+    kubeconfig: Annotated[str | None, typer.Option(
+        help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).",
+        rich_help_panel=KUBE_PANEL)] = None,
+    storage_class: Annotated[str | None, typer.Option(
+        help="StorageClass of the PVC rgt creates (default: the cluster's default class).",
+        rich_help_panel=KUBE_PANEL)] = None,
+    claim: Annotated[str | None, typer.Option(
+        help="Use this existing PVC instead of creating one (`down` keeps it).",
+        rich_help_panel=KUBE_PANEL)] = None,
+    mount_path: Annotated[str | None, typer.Option(
+        help="Where every pod mounts the PVC.", show_default="/checkpoints",
+        rich_help_panel=KUBE_PANEL)] = None,
+    access_mode: Annotated[str | None, typer.Option(
+        help="ReadWriteOnce or ReadWriteMany (several nodes at once).",
+        show_default="ReadWriteOnce", rich_help_panel=KUBE_PANEL)] = None,
 ) -> None:
     """Register a box you rented (--ssh/--host) or this machine, and check that it answers.
 
@@ -90,6 +114,10 @@ def up(
         offer=offer, onstart=onstart, secret=secret, image_cuda=image_cuda)
     if drive is not None:  # Colab's Drive sync folder: the platform's own setting
         options["drive"] = drive
+    options.update({k: v for k, v in (  # Kubernetes: which cluster, namespace and claim
+        ("context", context), ("namespace", namespace), ("kubeconfig", kubeconfig),
+        ("storage_class", storage_class), ("claim", claim), ("mount_path", mount_path),
+        ("access_mode", access_mode)) if v is not None})
     if ssh or host:
         target = boxes.ssh_target(ssh, host, port, user, identity, ssh_config)
     else:  # no connection: these are for the instance a platform rents, if it rents

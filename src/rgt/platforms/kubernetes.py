@@ -173,7 +173,7 @@ class KubernetesPlatform(Platform):
             transport.run(f"mkdir -p {shlex.quote(box.durable_dir + '/rgt')}", timeout=60)
         finally:
             transport.close()
-        return {"python": words[1], "python_version": words[0],
+        return {"python": words[1], "python_version": words[0], "python_executable": words[1],
                 "uname": f"Kubernetes namespace {box.connection['namespace']} (context "
                          f"{box.connection['context']}), PVC {box.extra['claim']} at "
                          f"{box.durable_dir}"}

@@ -144,3 +144,11 @@ def counter_spec(tmp_path: Path, steps: int = 20, pause: float = 0.1, extra: str
                     "outputs: [out/]\ncheckpoint_dir: $RGT_CKPT_DIR\n"
                     'resources: {gpu: "A100:1"}\n' + extra)
     return spec
+
+
+def up_cli(tmp_path: Path, *flags: str, image: str = IMAGE):
+    """`rgt up k8s --profile kubernetes` as a user types it; returns the finished process."""
+    from cli import rgt
+
+    return rgt("up", "k8s", "--profile", "kubernetes", "--image", image, "--disk", "1",
+               "--mount-path", str(tmp_path / "mnt" / "checkpoints"), *flags)
