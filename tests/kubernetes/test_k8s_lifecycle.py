@@ -58,6 +58,7 @@ def same_tensors(a, b) -> bool:
 
 def test_up_run_evicted_resume_pull_verify_down(kube, home, tmp_path):
     transcript: list[str] = []
+    _CLOCK[0] = time.monotonic()
     say(transcript, "rgt up k8s --profile kubernetes --image …@sha256:abab… --disk 1 "
                     "--mount-path …/checkpoints", made := up_cli(tmp_path))
     assert made.returncode == 0, made.stdout + made.stderr
