@@ -97,7 +97,7 @@ def test_hf_trainer_sigterm_with_and_without_rgts_callback(cli, tmp_path):
     report, said = pull(cli, run_id, tmp_path / "a")
     saved = max(steps(report).values())
     assert report["ok"] and saved > 3, report  # the callback saved at the signal
-    assert any("out (final): declared, but nothing in the box's manifest matches it" in w
+    assert any("final: declared, but nothing in the box's manifest matches it" in w
                for w in report["warnings"]), report
     assert "warning:" in said
 
