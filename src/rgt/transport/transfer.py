@@ -170,7 +170,9 @@ class _Plan:
         self._shown = 0.0
         small, big = [], []
         self.returned: list[_Piece] = []  # pieces of sessions that died, for the next round
-        for fi, k, offset in want:
+        # Newest first: a pull that is cut short has the newest checkpoint and the latest
+        # logs whole before older ones (a file's ranges stay in order).
+        for fi, k, offset in sorted(want, key=lambda w: (-files[w[0]][2], w[0], w[1])):
             piece = _Piece(fi, k, offset)
             (big if xfer.range_count(files[fi][1]) > 1 else small).append(piece)
             if xfer.range_count(files[fi][1]) > 1 and not piece.is_commit:
