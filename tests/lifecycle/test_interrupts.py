@@ -152,3 +152,16 @@ def test_ctrl_c_during_up_registers_nothing(cli, tmp_path):
     silent.close()
     assert rc == 130 and "interrupted (Ctrl-C)" in err and "not registered" in err, err
     assert json.loads(cli.ok("ls", "--all", "--json").stdout)["boxes"] == []
+
+
+def test_a_push_that_fails_half_way_leaves_no_directory(cli, tmp_path, tmpfs):
+    small = tmpfs("size=1m")  # the box's data disk: the code does not fit
+    work = tmp_path / "job"
+    work.mkdir()
+    (work / "weights.bin").write_bytes(os.urandom(3 << 20))
+    spec = write_job(work, run="true", secrets=["TOKEN"])
+    cli.ok("up", "box", "--data-dir", str(small))
+    failed = cli("run", "box", str(spec), "-d", env={"TOKEN": "s3cret"})
+    assert failed.returncode != 0 and "Traceback" not in failed.stderr, failed.stderr
+    assert list((small / "rgt").iterdir()) == [], "the partial push was removed"
+    assert runs(cli) == []

@@ -139,3 +139,19 @@ def up_interrupted(store, name: str, since: float) -> str:
                 "platform's console")
     return (f"interrupted (Ctrl-C): box {name} was not registered and nothing was rented; "
             f"`rgt up {name} …` again when ready")
+
+
+def remove_partial(platform, box: Box, run_dir: str) -> bool:
+    """Best effort, after a push failed before the job started: remove RUN_DIR (made by this
+    launch alone: the partial code copy and the secrets file). False when it could not."""
+    quoted = shlex.quote(run_dir)
+    with shielded():
+        try:
+            transport = platform.connect(box)
+            try:
+                return transport.run(f"rm -rf {quoted}; [ ! -e {quoted} ]", check=False,
+                                     timeout=CLEANUP_TIMEOUT_S).ok
+            finally:
+                transport.close()
+        except UserError:
+            return False

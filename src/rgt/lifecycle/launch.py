@@ -137,16 +137,19 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
         return run
 
     transport = platform.connect(box)
+    pushing = False  # from here until the platform has the job, RUN_DIR is only ours
     try:
         refuse_second_launch(store, box, spec, transport)
         home = prepare_home(transport, layout.ckpt, fresh=fresh)
         notes += home.notes
         if resumes is None and home.files and not spec.grid:
             resumes = unfinished_attempt(store, box, spec.name)
+        pushing = True
         if code_from is not None:
             copy_code(transport, code_from, layout)
         push(store, transport, box, spec, layout, secret_bytes, progress=progress,
              code=code_from is None)
+        pushing = False
         # the platform's way: the on-box runner (tmux/setsid), sbatch, a pod …; a
         # `platform_run` record tells watch what the platform itself tracks
         launched = platform.launch(transport, box, spec, layout, dependency=dependency)
@@ -159,6 +162,10 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
             platform, box, layout.run_dir, run_id,
             record=lambda: record("unknown (Ctrl-C during the start)", "starting", {})
         ) from None
+    except UserError:
+        if pushing:  # a push that failed half-way (a full disk …): no orphan dir on the box
+            interrupt.remove_partial(platform, box, layout.run_dir)
+        raise
     finally:
         transport.close()
     run = record(detach, status, extra)
