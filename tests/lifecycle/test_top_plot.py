@@ -70,6 +70,8 @@ def test_top_once_fits_80_columns_with_money_and_progress(cli, tmp_path):
     assert "loss" in run["progress"] and not run["pulled"]
     bad = cli("top", "--json")
     assert bad.returncode == 2 and "--once" in bad.stderr and "Traceback" not in bad.stderr
+    piped = cli("top", "--interval", "0.5", timeout=60)  # not a terminal: one frame, no loop
+    assert piped.returncode == 0 and piped.stdout.count("1 box up") == 1, piped.stdout
     cli.ok("cancel", "box", run_id, "--yes", "--grace", "1")
 
 

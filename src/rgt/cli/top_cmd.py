@@ -43,11 +43,14 @@ def top(
 
     The runs shown: every live run, and ended runs until they are pulled (and for a while
     after). The boxes are asked every --interval seconds, all at once; nothing is changed.
+    Printed to a pipe or a file, it shows one frame, as --once does.
     """
     if as_json and not once:
         raise UserError("--json prints one document; use it with --once")
     store = Store()
     prober = top_mod.Prober(store.path)
+    if not console.is_terminal:
+        once = True  # a pipe or a file gets one frame: redrawing in place needs a terminal
     if once:
         prober.probe_all()
         shown = top_mod.frame(store, prober, all_boxes=all_boxes)
