@@ -411,6 +411,7 @@ class _Mover:
     opening: int = 0  # sessions being opened in the background
     openers: list[threading.Thread] = field(default_factory=list)
     open_failed: BaseException | None = None
+    rtt_hint: Callable[[], float | None] | None = None
 
     @property
     def pushing(self) -> bool:
@@ -491,18 +492,42 @@ class _Mover:
 
     # -- one round: plan, move, finish ---------------------------------------------------------
 
+    def early_sessions(self) -> None:
+        """Before the first session is up (its handshake takes ~8 round trips): estimate the
+        round trip with RTT_HINT and, if the link is distant, open the extra sessions a big
+        transfer will want alongside it. A push knows its size already; a pull guesses big
+        (spares it does not need are closed unused)."""
+        hint = self.rtt_hint
+        self.rtt_hint = None  # the first round only
+        if hint is None or self.bwlimit or self.streams.fixed == 1:
+            return
+
+        def guess() -> None:
+            rtt = hint()
+            if rtt is None or rtt < 0.01:
+                return
+            work = xfer_size(self.root) if self.pushing else 1 << 40
+            self.preopen(self.streams.first(rtt, work) - 1)
+
+        thread = threading.Thread(target=guess, daemon=True, name="rgt-xfer-rtt")
+        self.openers.append(thread)  # joined with them: what it opens is closed if unused
+        thread.start()
+
     def round(self) -> tuple[_Plan, list]:
         """Plan and move everything once; (the plan, the LIST's dirs and links)."""
+        self.early_sessions()
         session = self.first_session()
         try:
-            rtt = min(session.ping() for _ in range(3))
+            rtt = session.ping()  # a second ping would only cost another round trip
             if self.pushing:
                 single = not os.path.isdir(self.root)
                 dirs, files, links, problems = xfer.scan(self.root, self.exclude)
                 target = self.streams.first(rtt, sum(f[1] for f in files))
             else:  # the size is known after SCAN: open for a big pull meanwhile
                 target = self.streams.first(rtt, 1 << 40)
-            self.preopen(target - 1)  # their handshakes overlap the plan
+            with self.lock:  # `live` holds this session and the spares already open
+                have = self.opening + len(self.live) - 1
+            self.preopen(target - 1 - have)  # their handshakes overlap the plan
             if self.pushing:
                 session.link.send_json({"op": "plan", "dirs": dirs, "files": files,
                                         "links": links})
@@ -654,9 +679,8 @@ class _Mover:
 
     def close_spares(self) -> None:
         """Sessions opened for work that ran out first: closed unused."""
-        for thread in self.openers:
-            thread.join()
-        self.openers.clear()
+        while self.openers:
+            self.openers.pop(0).join()
         with self.lock:
             ready, self.spare = self.spare, []
         for session in ready:
@@ -949,16 +973,19 @@ def move(argv: Sequence[str], *, local_role: str, root: Path | str, what: str,
          timeout: float, retries: int, progress: Progress | None = None,
          exclude: Sequence[str] = (), bwlimit: int = 0, python: str = "python3",
          diagnose: Diagnose | None = None, more_argv: Sequence[str] | None = None,
-         streams: int = 0) -> TransferStats:
+         streams: int = 0, rtt_hint: Callable[[], float | None] | None = None
+         ) -> TransferStats:
     """Move `root`'s contents: this side is `local_role`, the far side runs `argv` (from
     `far_command`) in each session — the first as given, later ones as `more_argv` (their
     own connections). Sessions that fail are replaced at most `retries` times in all, with
     exponential backoff; files that change while read are tried CHANGED_ROUNDS times more.
-    `streams` fixes the number of sessions (0: chosen from the link, see `Streams`)."""
+    `streams` fixes the number of sessions (0: chosen from the link, see `Streams`);
+    `rtt_hint`, if given, estimates the round trip before the first session is up (a TCP
+    handshake), so that extra sessions open alongside the first."""
     started = time.monotonic()
     mover = _Mover(list(argv), list(more_argv or argv), local_role, str(root), what, timeout,
                    retries, progress, list(exclude), bwlimit, python, diagnose,
-                   Streams(fixed=streams or streams_from_env()))
+                   Streams(fixed=streams or streams_from_env()), rtt_hint=rtt_hint)
     rounds = written = 0
     while True:
         try:
@@ -984,6 +1011,11 @@ def move(argv: Sequence[str], *, local_role: str, root: Path | str, what: str,
     return TransferStats(mover.sent, mover.received, written, time.monotonic() - started,
                          1 + mover.failures, skipped=tuple(mover.skipped),
                          streams=max(1, mover.most_live))
+
+
+def xfer_size(root: str) -> int:
+    """Bytes a push of ROOT would move, all of it (for the first guess at its streams)."""
+    return tree_size(Path(root))
 
 
 def tree_size(path: Path) -> int:
