@@ -126,23 +126,21 @@ def test_dry_run_prints_a_valid_job_and_submits_nothing(kube, home, tmp_path):
 
 
 def test_cancel_deletes_the_job_and_the_trainer_checkpoints(kube, home, tmp_path):
-    from rgt.platforms import platform_for
-
+    """`rgt cancel` reaches KubernetesPlatform.cancel (the on-box stop script has no runner to
+    signal here: the pod is the Job controller's)."""
     up(tmp_path)
     run(counter_spec(tmp_path, steps=200))
     wait_for(lambda: "step=2" in rgt("logs", "k8s").stdout, what="training")
-    store = Store()
-    box = store.box("k8s")
-    platform = platform_for("kubernetes")
-    transport = platform.connect(box)
-    try:
-        report = platform.cancel(transport, box, store.run("k8s", None), 30)
-    finally:
-        transport.close()
-    assert report["sent"][0].startswith("delete job rgt-counter-")
+    cancelled = rgt("cancel", "k8s", "--yes")
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    assert "(delete job rgt-counter-" in cancelled.stdout, cancelled.stdout
+    assert kube.jobs() == []
     wait_for(lambda: not kube.pods(), what="the pods gone")
     log = next((kube.cluster.root / "volumes").glob("*/rgt/counter-*/log")).read_text()
     assert "preempted step=" in log  # SIGTERM reached the trainer, which checkpointed
+    assert watch_json()["status"] == "cancelled"
+    again = rgt("cancel", "k8s", "--yes")
+    assert again.returncode == 2 and "already ended (cancelled)" in again.stderr, again.stderr
 
 
 def test_audit_runs_in_a_door_and_names_the_nodes_gpus(kube, home, tmp_path):

@@ -332,6 +332,21 @@ def test_stop_meter_scancels_live_jobs(slurm_cluster, slurm_box, tmp_path):
     assert platform.release(store, box).what.startswith("no live Slurm jobs")
 
 
+def test_rgt_cancel_scancels_the_job(slurm_cluster, slurm_box, slurm_env, tmp_path):
+    """`rgt cancel` reaches SlurmPlatform.cancel: scancel, not the on-box runner's stop."""
+    store, box = slurm_box
+    spec_path = write_spec(tmp_path, name="idle", run="sleep 300",
+                           resources={"mem": "100M", "cpus": 1})
+    run, _ = launch(store, "hpc", load_spec(spec_path))
+    job_id = run.spec["platform_run"]["job_id"]
+    cancelled = rgt("cancel", "hpc", run.id, "--yes", env=slurm_env)
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    assert f"(scancel {job_id})" in cancelled.stdout, cancelled.stdout
+    slurm_cluster.wait_for_job(job_id, timeout=60)
+    summary = watch.refresh(store, box, store.run("hpc", run.id))
+    assert summary["status"] == "cancelled", summary
+
+
 def test_login_node_over_ssh_runs_pulls_and_goes_down(slurm_cluster, slurm_env, tmp_path):
     """`rgt up --profile slurm --ssh ...`: every Slurm command travels over a real sshd."""
     from sshd import SshKeys, SshServer, unavailable

@@ -3,19 +3,20 @@
 The stop goes to the run's on-box RUNNER, not straight to the job: the runner forwards SIGTERM
 to the job's process group and records the signal, so state.json says "stopped by SIGTERM" and
 `recover:` does not restart it. After the grace (the time a trainer gets to write its
-checkpoint) whatever is left of the job's group, then the runner, gets SIGKILL. A Slurm run is
-the scheduler's: scancel sends TERM to the job's steps and SIGKILL after its KillWait.
+checkpoint) whatever is left of the job's group, then the runner, gets SIGKILL. A run that a
+platform's own scheduler holds is stopped by the platform's optional `cancel` (Slurm: scancel,
+TERM to the job's steps and SIGKILL after KillWait; Kubernetes: delete the Job, SIGTERM to its
+pods and SIGKILL after their terminationGracePeriodSeconds).
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 import time
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.lifecycle.boxes import connect
+from rgt.platforms import platform_for
 from rgt.profiles import load_profile
 from rgt.remote.calls import run_json
 from rgt.store import LIVE, Box, Run, Store
@@ -43,14 +44,13 @@ def cancel(store: Store, box: Box, run: Run, grace_s: float) -> dict[str, Any]:
         raise UserError(f"run {run.id} is paused (its machine is not running): cancel it once "
                         f"`rgt watch {box.name}` says it is back, or give it up with "
                         f"`rgt down {box.name} --discard-results`")
-    job_id = (run.spec.get("platform_run") or {}).get("job_id")
-    transport = connect(box)
+    platform = platform_for(box.profile)
+    transport = platform.connect(box)
     try:
-        if job_id:
-            # Slurm: TERM to every step and the batch shell, SIGKILL after KillWait.
-            transport.run(f"scancel {shlex.quote(str(job_id))}", timeout=60)
-            report: dict[str, Any] = {"sent": [f"scancel {job_id}"], "escalated": False}
-        else:
+        # the platform's scheduler first (None: the run is the on-box runner's, stop it there)
+        report = platform.cancel(transport, box, run, grace_s) \
+            if hasattr(platform, "cancel") else None
+        if report is None:
             report = _stop_on_box(transport, f"{run.remote_dir}/state.json", grace_s)
     finally:
         transport.close()

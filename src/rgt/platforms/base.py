@@ -52,6 +52,11 @@ The API, as the lifecycle calls it (every profile has a platform: `platform_for(
             Asked by `rgt watch` before connecting: None when the box can be asked as usual,
             else the run's summary while the machine cannot run it (a preempted instance →
             "paused" with the cause). Never a terminal status for a run that may go on.
+        cancel(transport, box, run, grace_s) -> dict | None
+            `rgt cancel` for a run the platform's own scheduler holds (Slurm: scancel; a
+            Kubernetes Job: delete it, its pods get SIGTERM and their grace). Returns
+            {"sent": [what was done], "escalated": bool}, or None for a run the on-box runner
+            holds, which the lifecycle stops itself (SIGTERM, SIGKILL after grace_s).
         render(box, spec, run_id, *, dependency=None) -> str
             What `launch` would submit (an sbatch script; multi-document YAML manifests), for
             `rgt render` and `rgt run --dry-run`. Runs nothing, touches no box.

@@ -330,9 +330,9 @@ class KubernetesPlatform(Platform):
 
     def cancel(self, transport: Transport, box: Box, run: Run, grace_s: float
                ) -> dict[str, Any]:
-        """`rgt cancel` the Kubernetes way (an optional verb the lifecycle does not call yet):
-        delete the Job; its pods get SIGTERM, then SIGKILL after their
-        terminationGracePeriodSeconds (the checkpoint lead), as on a preemption."""
+        """`rgt cancel` the Kubernetes way: delete the Job; its pods get SIGTERM, then
+        SIGKILL after their terminationGracePeriodSeconds (the checkpoint lead, set at launch:
+        grace_s does not change it), as on a preemption."""
         kube = transport.kube if isinstance(transport, DoorTransport) else kube_for(box)
         job = str((run.spec.get("platform_run") or {}).get("job") or "")
         gone = kube.delete(kube.ns(BATCH, "jobs", job)) if job else False

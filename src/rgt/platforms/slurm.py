@@ -1089,6 +1089,16 @@ class SlurmPlatform(SshPlatform):
                             "2>/dev/null; done", check=False, timeout=30)
         return out.stdout
 
+    def cancel(self, transport: Transport, box: Box, run: Run, grace_s: float
+               ) -> dict[str, Any] | None:
+        """scancel: TERM to every step and the batch shell, SIGKILL after KillWait (the
+        cluster's grace, not grace_s). A run rgt did not sbatch is the on-box runner's: None."""
+        job_id = str((run.spec.get("platform_run") or {}).get("job_id") or "")
+        if not job_id:
+            return None
+        transport.run(f"scancel {shlex.quote(job_id)}", timeout=60)
+        return {"sent": [f"scancel {job_id}"], "escalated": False}
+
     def audit_extras(self, transport: Transport, box: Box) -> dict[str, Any]:
         return {"scheduler": scheduler_audit(transport, box)}
 
