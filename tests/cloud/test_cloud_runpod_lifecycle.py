@@ -115,6 +115,10 @@ def test_restart_resume_zero_gpus_pull_and_terminate(runpod_api, store, sshd_ser
     down = _ok("down", "rp", input="rp\n")
     assert "terminate" in down.stdout and "cannot be undone" in down.stdout
     assert "container-disk" in down.stdout and "network-volume" in down.stdout
+    panel = " ".join(down.stdout.split())  # the platform's notes for THIS pod, before asking
+    assert "/workspace is network volume ckpts" in panel and "survives terminate" in panel
+    assert "a stop instead keeps the network volume" in panel and "RP1" in panel, panel
+    assert panel.index("RP1") < panel.index("Type the box name")
     assert f"terminated RunPod pod {pod_id}" in down.stdout
     assert "confirmed gone after 3 poll(s)" in down.stdout, down.stdout
     assert fake.calls("DELETE", f"/v2/pods/{pod_id}") and pod_id not in fake.pods

@@ -121,3 +121,37 @@ def test_up_run_evicted_resume_pull_verify_down(kube, home, tmp_path):
     wait_for(lambda: not kube.pods() and not kube.jobs()
              and not kube.api.list("persistentvolumeclaims", "ml"), what="everything deleted")
     print("\n".join(transcript))
+
+
+def test_down_panel_says_what_release_deletes_and_keeps(kube, home, tmp_path):
+    """The panel before the confirmation is the platform's word, not the profile's tiers: the
+    profile's meter-stop verb (scaling the node pool down) keeps every PVC, but rgt's release
+    deletes the one it created and keeps one the user brought (--claim)."""
+    from kubekit import IMAGE, up
+
+    from rgt.lifecycle import boxes
+    from rgt.spec import Resources
+    from rgt.store import Store
+
+    up(tmp_path)  # box k8s: rgt creates PVC rgt-k8s
+    boxes.up(Store(), "mine", "kubernetes", None, rate=None, data_dir=None, durable_dir=None,
+             resources=Resources(image=IMAGE),
+             options={"claim": "rgt-k8s", "mount_path": str(tmp_path / "mnt" / "ckpt2")})
+    kept = rgt("down", "mine", input="no\n")
+    assert kept.returncode == 1, kept.stdout + kept.stderr  # shown, then not confirmed
+    panel = " ".join(kept.stdout.split())
+    assert "keeps the PVC rgt-k8s" in panel and "yours, rgt did not create it" in panel
+    assert "still billing after the PVC rgt-k8s's volume" in panel, panel
+    assert "destroys the PVC" not in panel
+    assert rgt("down", "mine", "--yes").returncode == 0
+    assert [c["metadata"]["name"] for c in kube.api.list("persistentvolumeclaims", "ml")] \
+        == ["rgt-k8s"]
+
+    down = rgt("down", "k8s", "--yes")
+    assert down.returncode == 0, down.stdout + down.stderr
+    panel = " ".join(down.stdout.split())
+    assert "destroys the PVC rgt-k8s" in panel and "rgt created it, so down deletes it" in panel
+    assert "keeps pvc" not in panel and "keeps object-storage" not in panel, panel
+    assert "still billing after the cluster's GPU nodes" in panel
+    assert "rgt does not scale the node pool down" in panel
+    wait_for(lambda: not kube.api.list("persistentvolumeclaims", "ml"), what="the PVC gone")

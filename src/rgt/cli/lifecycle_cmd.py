@@ -434,6 +434,7 @@ def down(
         lines += [f"[red]destroys[/] {escape(t)}" for t in plan.lost_tiers]
         lines += [f"[green]keeps[/]    {escape(t)}" for t in plan.kept_tiers]
     lines += [f"[yellow]still billing after[/] {escape(b)}" for b in plan.still_billing]
+    lines += [f"[cyan]note[/] {escape(n)}" for n in plan.notes]
     if stop.timer:
         lines.append(f"[yellow]timer[/] {escape(stop.timer.after)}: {escape(stop.timer.effect)}")
     if not plan.automated:

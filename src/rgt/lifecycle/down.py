@@ -2,7 +2,8 @@
 
 No meter-stopping verb runs until every run on the box has current verified evidence: it
 finished, and was pulled, re-hashed and loaded *after* it finished. Then the user is shown
-what the profile says the verb destroys and what keeps billing, and must type the box name.
+what the verb destroys and what keeps billing (the profile's tiers, or the platform's word for
+this box where it knows better: `teardown`), and must type the box name.
 `--discard-results` is the only way past missing evidence, and it cannot be combined with
 `--yes`: giving results up is always typed by a person.
 """
@@ -21,7 +22,7 @@ from rgt.errors import UserError
 from rgt.lifecycle import interrupt
 from rgt.lifecycle.boxes import connect
 from rgt.lifecycle.watch import refresh
-from rgt.platforms import platform_for
+from rgt.platforms import Teardown, platform_for
 from rgt.profiles import Profile, load_profile
 from rgt.store import LIVE, TERMINAL, Box, Evidence, Run, Store, rgt_home
 
@@ -41,6 +42,8 @@ class DownPlan:
     unreachable: str = ""  # why the box did not answer, if it did not
     superseded: list[str] = field(default_factory=list)  # attempts a later one resumed
     deletes: list[str] | None = None  # a local box: exactly the paths `down` removes
+    # the platform's word on what its release does to this box (None: the profile's tiers)
+    teardown: Teardown | None = None
 
     @property
     def safe(self) -> bool:
@@ -58,14 +61,23 @@ class DownPlan:
 
     @property
     def lost_tiers(self) -> list[str]:
-        return self._tiers(kept=False)
+        said = self.teardown and self.teardown.destroys
+        return said if said is not None else self._tiers(kept=False)
 
     @property
     def kept_tiers(self) -> list[str]:
-        return self._tiers(kept=True)
+        said = self.teardown and self.teardown.keeps
+        return said if said is not None else self._tiers(kept=True)
+
+    @property
+    def notes(self) -> list[str]:
+        return self.teardown.notes if self.teardown else []
 
     @property
     def still_billing(self) -> list[str]:
+        said = self.teardown and self.teardown.still_billing
+        if said is not None:
+            return said
         return [" ".join(x for x in (b.what, b.rate and f"— {b.rate},",
                                      b.until and f"until {b.until}") if x).rstrip(",")
                 for b in self.profile.meter_stop.keeps_billing]
@@ -174,6 +186,9 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
          "superseded": plan.superseded}.get(verdict, []).append(reason)
     if plan.profile.facts.kind == "local":
         plan.deletes = local_deletes(box, runs)
+    platform = platform_for(box.profile)
+    if hasattr(platform, "teardown"):
+        plan.teardown = platform.teardown(store, box)
     return plan
 
 

@@ -2,7 +2,8 @@
 
 `platform_for(profile)` returns a `Platform` (rgt.platforms.base) for every profile; the
 lifecycle verbs call only its verbs (provision, launch, state, logs, fetch, release,
-audit_extras, and the optional dependency_on, gate, render) and never name a platform.
+audit_extras, and the optional dependency_on, gate, cancel, teardown, render) and never name
+a platform.
 
 A new platform is one module, one profile YAML and its tests:
 
@@ -28,10 +29,11 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from rgt.platforms.base import Launched, Platform, Released, Request, Unbuilt
+from rgt.platforms.base import Launched, Platform, Released, Request, Teardown, Unbuilt
 from rgt.profiles import load_profile
 
-__all__ = ["REGISTRY", "Launched", "Platform", "Released", "Request", "platform_for"]
+__all__ = ["REGISTRY", "Launched", "Platform", "Released", "Request", "Teardown",
+           "platform_for"]
 
 # profile name → "module:Class", imported only when a box of that profile is used.
 REGISTRY: dict[str, str] = {

@@ -57,6 +57,11 @@ The API, as the lifecycle calls it (every profile has a platform: `platform_for(
             Kubernetes Job: delete it, its pods get SIGTERM and their grace). Returns
             {"sent": [what was done], "escalated": bool}, or None for a run the on-box runner
             holds, which the lifecycle stops itself (SIGTERM, SIGKILL after grace_s).
+        teardown(store, box) -> Teardown
+            What `release` will do to THIS box, for `rgt down`'s panel before the user
+            confirms, where the profile's tiers would tell it wrong or not all of it (a PVC
+            rgt created goes with the box; which disk /workspace is on this pod). Says only;
+            whether teardown may run stays `rgt down`'s decision.
         render(box, spec, run_id, *, dependency=None) -> str
             What `launch` would submit (an sbatch script; multi-document YAML manifests), for
             `rgt render` and `rgt run --dry-run`. Runs nothing, touches no box.
@@ -120,6 +125,17 @@ class Released:
 
     what: str
     still_billing: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Teardown:
+    """A platform's word on what `release` does to one box, for `rgt down`'s panel. A list left
+    None means: as the profile's storage tiers and meter-stop facts say."""
+
+    destroys: list[str] | None = None
+    keeps: list[str] | None = None
+    still_billing: list[str] | None = None
+    notes: list[str] = field(default_factory=list)  # lines the panel adds (why, gotcha ids)
 
 
 RESOURCE_FIELDS = ("gpu", "cpus", "mem", "disk", "image", "region", "spot", "bid", "nodes",

@@ -33,7 +33,14 @@ from typing import Any
 import yaml
 
 from rgt.errors import UserError
-from rgt.platforms.base import Launched, Platform, Released, Request, refuse_unsupported
+from rgt.platforms.base import (
+    Launched,
+    Platform,
+    Released,
+    Request,
+    Teardown,
+    refuse_unsupported,
+)
 from rgt.platforms.k8s.api import BATCH, CORE, ApiError, Kube
 from rgt.platforms.k8s.checks import (
     check_access,
@@ -351,6 +358,22 @@ class KubernetesPlatform(Platform):
     def stops_meter(self, box: Box) -> bool:
         return True
 
+    def teardown(self, store: Store, box: Box) -> Teardown:
+        """`rgt down`'s panel for this box: release deletes the PVC when rgt created it (the
+        profile's tiers describe scaling the node pool down, which keeps every PVC)."""
+        claim, created = box.extra.get("claim"), bool(box.extra.get("claim_created"))
+        destroys = ["the box's Jobs and their pods (each pod's filesystem and emptyDir "
+                    "volumes)"]
+        keeps = []
+        if claim and created:
+            destroys.append(f"the PVC {claim} ({box.durable_dir}) and everything on it "
+                            "(checkpoints, run dirs): rgt created it, so down deletes it")
+        elif claim:
+            keeps.append(f"the PVC {claim} ({box.durable_dir}): yours, rgt did not create it")
+        return Teardown(destroys=destroys, keeps=keeps, still_billing=_still_billing(box),
+                        notes=["rgt does not scale the node pool down (the profile's "
+                               "meter-stop verb): the cluster's autoscaler or you do that"])
+
     def release(self, store: Store, box: Box) -> Released:
         """Delete the box's Jobs (their pods go with them), any door left behind, and the PVC
         rgt created; the nodes are the cluster's and keep billing — said plainly."""
@@ -367,17 +390,13 @@ class KubernetesPlatform(Platform):
             done.append(f"deleted {len(jobs)} Job(s) and their pods"
                         + (f", {len(doors)} door pod(s)" if doors else ""))
             claim = box.extra.get("claim")
-            still = [("the cluster's GPU nodes: deleting a Job frees the pod, not the machine; "
-                      "they bill until the autoscaler removes them or you scale the node pool "
-                      "down (scale-down-node-pool)")]
+            still = _still_billing(box)
             if box.extra.get("claim_created") and claim:
                 kube.delete(kube.ns(CORE, "persistentvolumeclaims", claim))
                 done.append(f"deleted the PVC {claim} rgt created (`down` ran: its results "
                             "were pulled and verified, or you gave them up)")
             elif claim:
                 done.append(f"kept the PVC {claim} (yours: rgt did not create it)")
-                still.append(f"the PVC {claim}'s volume, at the storage class's price, until "
-                             "you delete it")
         for run in store.runs(box.name):
             if run.status in LIVE:
                 store.update_run(run.id, status="cancelled")
@@ -411,6 +430,18 @@ class KubernetesPlatform(Platform):
                              "nvidia.com/gpu: GPU pods stay Pending (device plugin down?)"})
         return {"kubernetes": {"gpus_per_node": gpus, "pvc": {"phase": phase, "modes": modes},
                                "verdicts": verdicts}}
+
+
+def _still_billing(box: Box) -> list[str]:
+    """What bills after `release`: the nodes always; the PVC when it is the user's (kept)."""
+    still = [("the cluster's GPU nodes: deleting a Job frees the pod, not the machine; they "
+              "bill until the autoscaler removes them or you scale the node pool down "
+              "(scale-down-node-pool)")]
+    claim = box.extra.get("claim")
+    if claim and not box.extra.get("claim_created"):
+        still.append(f"the PVC {claim}'s volume, at the storage class's price, until you "
+                     "delete it")
+    return still
 
 
 def measured_write_s(transport: Transport, home: str, override: str | None) -> float | None:

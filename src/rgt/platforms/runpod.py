@@ -39,7 +39,7 @@ from typing import Any
 
 from rgt.errors import UserError
 from rgt.platforms import runpod_api as rp
-from rgt.platforms.base import Launched, Released, Request, refuse_unsupported
+from rgt.platforms.base import Launched, Released, Request, Teardown, refuse_unsupported
 from rgt.platforms.http import AmbiguousCreate, ApiClient, adopt_lost_create, poll_interval
 from rgt.platforms.ssh import SshPlatform
 from rgt.profiles import load_profile
@@ -403,6 +403,10 @@ class RunpodPlatform(SshPlatform):
     def stops_meter(self, box: Box) -> bool:
         # a pod registered by hand (`rgt up --ssh`) has no pod id for the API to act on
         return bool(box.extra.get("instance_id"))
+
+    def teardown(self, store: Store, box: Box) -> Teardown:
+        """`rgt down`'s panel: the profile's tiers, and for a rented pod the notes below."""
+        return Teardown(notes=self.teardown_notes(store, box))
 
     def teardown_notes(self, store: Store, box: Box) -> list[str]:
         """What `rgt down`'s panel adds for THIS pod to the profile's tiers: which disk
