@@ -9,8 +9,9 @@ from pathlib import Path
 
 from boxkit import write_job
 
-# The job plants, in the durable dir its outputs are copied to (what pull fetches): a link that lexically stays inside
-# but really leads one level above the pull directory (sub/l is the root, esc = root/..), and
+# The job plants, in the durable dir its outputs are copied to (what pull fetches): a link
+# that lexically stays inside but really leads one level above the pull directory (sub/l is
+# the root, esc = root/..), and
 # rgt's evidence and log names pointing through it at the canary beside the pull directory.
 PLANT = (
     "mkdir -p out && echo weights > out/w.bin && D=$RGT_OUT_DIR && mkdir -p $D/sub && "

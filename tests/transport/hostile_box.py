@@ -26,7 +26,8 @@ from rgt.transport.transfer import engine
 
 
 def main() -> int:
-    scenario = json.loads(open(sys.argv[1]).read())
+    with open(sys.argv[1]) as f:
+        scenario = json.load(f)
     evil = scenario.get("evil", "")
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     stdin.read(len(engine()))
