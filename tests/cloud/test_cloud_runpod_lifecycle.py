@@ -1,9 +1,9 @@
-"""A RunPod pod's whole life through the real CLI: rented through the fake REST API v2, the pod
-itself the real sshd on 127.0.0.1 (a new published port on every start, RP6). A training run
-survives a pod restart by `rgt resume` from its checkpoints; a second restart brings the pod
-back with ZERO GPUs (RP1), which `rgt watch` names and `rgt resume` refuses; the run is pulled
-and verified, and `rgt down` terminates the pod and polls until RunPod no longer has it (RP14),
-while the network volume keeps billing in `rgt ls`.
+"""A RunPod pod's whole life through the real CLI: rented by `rgt up --profile runpod` through
+the fake REST API v2, the pod itself the real sshd on 127.0.0.1 (a new published port on every
+start, RP6). A training run survives a pod restart by `rgt resume` from its checkpoints; a
+second restart brings the pod back with ZERO GPUs (RP1), which `rgt watch` names and `rgt
+resume` refuses; the run is pulled and verified, and `rgt down` terminates the pod and polls
+until RunPod no longer has it (RP14), while the network volume keeps billing in `rgt ls`.
 
 A restart is played the way a container restart plays it: every process of the pod dies
 (the fake's `on_stop` kills the runs' runners, jobs and tmux sessions with SIGKILL).
@@ -24,7 +24,6 @@ from boxkit import wait_for, write_job
 from cloudkit import rgt_cli
 
 import rgt
-from rgt.platforms import runpod
 
 PY = sys.executable  # the "pod" is this machine: the interpreter that has torch
 SRC = str(Path(rgt.__file__).resolve().parents[1])
@@ -65,12 +64,17 @@ def test_restart_resume_zero_gpus_pull_and_terminate(runpod_api, store, sshd_ser
     fake.ssh_port = sshd_server.port
     pub = sshd_server.client_key.with_name(sshd_server.client_key.name + ".pub")
     fake.ssh_keys = [pub.read_text().strip()]
-    fake.add_volume("ckpts", "US-TX-3", size=100)
+    vol = fake.add_volume("ckpts", "US-TX-3", size=100)
     data, durable = tmp_path / "workspace" / "data", tmp_path / "workspace" / "ckpt"
-    box = runpod.runpod_up(store, "rp", "RTX4090:1", IMAGE, volume="ckpts",
-                           identity=str(sshd_server.client_key), data_dir=str(data),
-                           durable_dir=str(durable), poll_s=0.02)
-    pod_id = box.extra["instance_id"]
+    rented = _ok("up", "rp", "--profile", "runpod", "--gpu", "RTX4090:1", "--image", IMAGE,
+                 "--volume", "ckpts", "--container-disk", "30", "--identity",
+                 str(sshd_server.client_key), "--data-dir", str(data), "--durable-dir",
+                 str(durable))
+    pod_id = store.box("rp").extra["instance_id"]
+    assert f"instance {pod_id} answers" in rented.stdout, rented.stdout
+    created = fake.calls("POST", "/v2/pods")[0].body  # what `rgt up`'s flags became
+    assert (created["image"], created["gpu"]["count"], created["disk"]) == (IMAGE, 1, 30)
+    assert created["mounts"] == {"network": [{"volumeId": vol["id"], "path": "/workspace"}]}
     fake.on_stop = lambda _: _kill_runs(data)
 
     train = (f"{PY} -m rgt.examples.train_mlp --steps 40 --save-every 5 --metrics-every 10 "
@@ -80,12 +84,19 @@ def test_restart_resume_zero_gpus_pull_and_terminate(runpod_api, store, sshd_ser
     first = _ok("run", "rp", str(spec)).stdout.strip().splitlines()[-1]
     wait_for(lambda: any(durable.rglob("ckpt-*.json")), timeout=60)
 
-    # 1. The pod restarts (its GPU still free): the run died with the container; its port moved.
+    # 1. The pod is stopped (a low balance) and watch reads the run paused; it starts again
+    # (its GPU still free): the run died with the container, and nothing on RunPod relaunches
+    # it (no restart hook, unlike vast.ai's onstart): vanished at once, not "resuming" for
+    # minutes; its port moved.
     port = store.box("rp").connection["port"]
-    fake.restart_by_host(pod_id)
+    fake.stop_by_platform(pod_id)
+    paused = _ok("watch", "rp", first).stdout
+    assert "paused" in paused and "is stopped" in paused, paused
+    fake.start_by_host(pod_id)
     assert "RP6" in _back_up(fake, pod_id)["moved"]
     assert store.box("rp").connection["port"] != port  # read back from ssh.direct
-    assert "vanished" in _ok("watch", "rp", first).stdout
+    back = _ok("watch", "rp", first).stdout
+    assert "vanished" in back and "resuming" not in back, back
     second = _ok("resume", "rp", first).stdout.strip().splitlines()[-1]
     assert second != first
     run_dir = data / "rgt" / second

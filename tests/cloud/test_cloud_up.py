@@ -59,6 +59,13 @@ def test_rent_is_a_hidden_alias_of_up(lambda_api, store):
     (["--profile", "vastai", "--offer", "102", "--image", IMAGE, "--bid", "nan"], "--bid nan"),
     (["--profile", "vastai", "--offer", "102", "--image", IMAGE, "--bid", "-1"], "--bid -1"),
     (["--profile", "lambda", "--gpu", "H100:1", "--wait", "nan"], "--wait"),
+    (["--profile", "lambda", "--gpu", "H100:1", "--volume", "ckpts"],
+     "--volume does not apply to --profile lambda"),
+    (["--profile", "vastai", "--offer", "102", "--image", IMAGE, "--container-disk", "30"],
+     "--container-disk does not apply to --profile vastai"),
+    (["--profile", "local", "--cloud", "community"], "--cloud does not apply"),
+    (["--profile", "runpod", "--gpu", "RTX4090:1", "--image", IMAGE, "--cloud", "moon"],
+     "--cloud moon: RunPod has secure and community clouds"),
 ])
 def test_wrong_combinations_are_one_clear_line(lambda_api, vast_api, args, says):
     result = rgt_cli("up", "x", *args)

@@ -1,13 +1,14 @@
 """Cloud verbs: `rgt up`'s renting flags, `rgt offers`, `rgt cloud-status`.
 
-`rgt up NAME --profile lambda --gpu H100:1` and `rgt up NAME --profile vastai --offer ID --image
-IMG --disk GB` reach the platform's `provision`, which creates an instance through its API,
-waits for it and registers it as `rgt up --ssh` does for a box rented by hand, so every other
-verb (audit, run, watch, pull, down) works on it unchanged. Which flags a platform takes is
-the platform's to say (it refuses the others by name, before renting). `rgt down` on a
-rented box stops the meter through the API, after the Iron Law. `rgt rent` is the old, hidden
-spelling of the same thing.
-API keys are read from the environment by name (LAMBDA_API_KEY, VAST_API_KEY), never options.
+`rgt up NAME --profile lambda --gpu H100:1`, `rgt up NAME --profile vastai --offer ID --image
+IMG --disk GB` and `rgt up NAME --profile runpod --gpu RTX4090:1 --image IMG` reach the
+platform's `provision`, which creates an instance through its API, waits for it and registers
+it as `rgt up --ssh` does for a box rented by hand, so every other verb (audit, run, watch,
+pull, down) works on it unchanged. Which flags a platform takes is the platform's to say (it
+refuses the others by name, before renting). `rgt down` on a rented box stops the meter
+through the API, after the Iron Law. `rgt rent` is the old, hidden spelling of the same thing.
+API keys are read from the environment by name (LAMBDA_API_KEY, VAST_API_KEY, RUNPOD_API_KEY),
+never options.
 """
 
 from __future__ import annotations
@@ -63,6 +64,17 @@ SecretOpt = Annotated[list[str] | None, typer.Option(
 ImageCudaOpt = Annotated[float | None, typer.Option(
     help="The image's CUDA version, if its tag does not say.", rich_help_panel=VAST_PANEL)]
 
+RUNPOD_PANEL = "Rent on RunPod (--profile runpod, with --gpu and --image)"
+VolumeOpt = Annotated[str | None, typer.Option(
+    help="Network volume (name or id) as /workspace: it outlives the pod and bills on its "
+         "own; without it /workspace dies with the pod (RP3).", rich_help_panel=RUNPOD_PANEL)]
+CloudOpt = Annotated[str | None, typer.Option(
+    "--cloud", help="secure or community.", show_default="secure",
+    rich_help_panel=RUNPOD_PANEL)]
+ContainerDiskOpt = Annotated[int | None, typer.Option(
+    help="Container disk GB (/, wiped by every stop or restart: RP2).", show_default="20",
+    rich_help_panel=RUNPOD_PANEL)]
+
 
 # Resource flags of `rgt up` beyond those above: the one vocabulary (rgt.spec.Resources).
 RESOURCES_PANEL = "Resources (the spec's `resources` words; each platform maps or refuses them)"
@@ -79,8 +91,8 @@ TimeOpt = Annotated[str | None, typer.Option("--time", help="Walltime: 01:30:00,
 
 def up_request(*, gpu=None, cpus=None, mem=None, disk=None, image=None, region=None,
                spot=False, bid=None, nodes=None, time=None, filesystem=None, ssh_key=None,
-               wait=None, offer=None, onstart=None, secret=None, image_cuda=None
-               ) -> tuple[dict, dict]:
+               wait=None, offer=None, onstart=None, secret=None, image_cuda=None,
+               volume=None, cloud=None, container_disk=None) -> tuple[dict, dict]:
     """`rgt up`'s flags as (resources, options): the vocabulary's words, and the platform's
     own settings. None means "not given", so the platform can refuse a flag it cannot use."""
     resources = {"gpu": gpu, "cpus": cpus, "mem": mem,
@@ -89,7 +101,8 @@ def up_request(*, gpu=None, cpus=None, mem=None, disk=None, image=None, region=N
                  "time": time}
     options = {"filesystem": filesystem, "ssh_key": ssh_key, "wait": wait, "offer": offer,
                "onstart": onstart, "secrets": tuple(secret or ()) or None,
-               "image_cuda": image_cuda}
+               "image_cuda": image_cuda, "volume": volume, "cloud": cloud,
+               "container_disk": container_disk}
     return ({k: v for k, v in resources.items() if v is not None},
             {k: v for k, v in options.items() if v is not None})
 

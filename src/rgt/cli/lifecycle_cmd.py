@@ -71,6 +71,9 @@ def up(
     onstart: cloud.OnstartOpt = None,
     secret: cloud.SecretOpt = None,
     image_cuda: cloud.ImageCudaOpt = None,
+    volume: cloud.VolumeOpt = None,
+    cloud_: cloud.CloudOpt = None,
+    container_disk: cloud.ContainerDiskOpt = None,
     drive: Annotated[str | None, typer.Option(
         help="Colab: the folder where Google Drive for desktop (or `rclone mount`) shows your "
              "My Drive; runs, notebooks and checkpoints go under its rgt/.",
@@ -111,7 +114,8 @@ def up(
     resources, options = cloud.up_request(
         gpu=gpu, cpus=cpus, mem=mem, disk=disk, image=image, region=region, spot=spot,
         bid=bid, nodes=nodes, time=time_, filesystem=filesystem, ssh_key=ssh_key, wait=wait,
-        offer=offer, onstart=onstart, secret=secret, image_cuda=image_cuda)
+        offer=offer, onstart=onstart, secret=secret, image_cuda=image_cuda, volume=volume,
+        cloud=cloud_, container_disk=container_disk)
     if drive is not None:  # Colab's Drive sync folder: the platform's own setting
         options["drive"] = drive
     options.update({k: v for k, v in (  # Kubernetes: which cluster, namespace and claim

@@ -37,7 +37,9 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
     A platform's `gate` speaks first: while its machine cannot run the job (a preempted vast.ai
     instance) the run reads "paused" and nothing is probed. Once the machine is back, a paused
     run whose processes are gone reads "resuming" for RESUME_GRACE_S, the time the platform's
-    restart hook (vast.ai's onstart) has to relaunch it, and only then "vanished".
+    restart hook (`restart_hook`: vast.ai's onstart) has to relaunch it, and only then
+    "vanished"; where the platform has no such hook (RunPod) nothing will relaunch it, so it
+    reads "vanished" at once and `rgt resume` is the way on.
     """
     if box.state != "up":
         # nothing to ask: the last status rgt saw, in the shape every caller reads
@@ -57,16 +59,17 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
         finally:
             if own:
                 transport.close()
-        if summary["status"] == "vanished" and run.status in ("paused", "resuming"):
+        hook = platform.restart_hook
+        if summary["status"] == "vanished" and run.status in ("paused", "resuming") and hook:
             waited = time.time() - run.updated if run.status == "resuming" else 0.0
             if waited < RESUME_GRACE_S:
                 summary.update(status="resuming", advice="", causes=[
                     f"the machine is back; waiting {RESUME_GRACE_S:.0f} s at most for its "
-                    "restart hook (vast.ai onstart) to relaunch the run from its checkpoint"])
+                    f"restart hook ({hook}) to relaunch the run from its checkpoint"])
             else:
                 summary["causes"].insert(0, f"the machine came back but nothing relaunched "
                                             f"the run within {RESUME_GRACE_S:.0f} s: read "
-                                            f"{run.remote_dir}/runner.out and the onstart log")
+                                            f"{run.remote_dir}/runner.out and the {hook} log")
     if run.status == "cancelled" and summary["status"] in TERMINAL:
         # `rgt cancel` asked for this end; the box reads it as "stopped" (or "failed" when the
         # trainer outlived the grace and was killed): the user's word is the status

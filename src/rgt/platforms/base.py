@@ -6,6 +6,8 @@ The API, as the lifecycle calls it (every profile has a platform: `platform_for(
         name: str                          # the profile name it serves ("kubernetes")
         supports: frozenset[str]           # the `Resources` fields it maps (gpu, cpus, mem, …)
         profile: str                       # set by the constructor: Platform(profile=None)
+        restart_hook: str                  # what relaunches unfinished runs when a paused
+                                           # machine starts again ("vast.ai onstart"); "" none
 
         # required ------------------------------------------------------------------------
         connect(box) -> Transport
@@ -185,6 +187,9 @@ class Platform(ABC):
 
     name: str = ""
     supports: frozenset[str] = frozenset()
+    # what relaunches unfinished runs when a paused machine starts again, or "" where nothing
+    # does: `rgt watch` waits for it ("resuming") only where there is one
+    restart_hook: str = ""
 
     def __init__(self, profile: str | None = None) -> None:
         self.profile = profile or self.name

@@ -671,6 +671,7 @@ class VastPlatform(SshPlatform):
     destroys (the only full meter stop) and confirms; the rest is `SshPlatform`'s."""
 
     name = "vastai"
+    restart_hook = "vast.ai onstart"  # /root/onstart.sh relaunches unfinished runs
     # gpu/spot/bid pick the offer when --offer is not given (the cheapest safe one); disk
     # and image go into the create
     supports = frozenset({"gpu", "disk", "image", "spot", "bid"})

@@ -287,6 +287,10 @@ class FakeRunPod(FakeApi):
         """RunPod stops the pod itself (spot reclaimed, balance ran low): EXITED."""
         self._stop(self.pods[pod_id])
 
+    def start_by_host(self, pod_id: str, gpus: int | None = None) -> None:
+        """A stopped pod starts again (someone pressed start in the console)."""
+        self._start(self.pods[pod_id], gpus)
+
     def restart_by_host(self, pod_id: str, gpus: int | None = None) -> None:
         """The pod restarts on its own (host maintenance, a stop and start by someone else):
         the container's processes die, the port changes, and it may come back with `gpus`."""
