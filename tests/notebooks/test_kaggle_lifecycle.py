@@ -98,6 +98,38 @@ def test_kaggle_up_run_continues_a_capped_attempt_then_pull_and_down(tmp_path):
     assert all(torch.equal(got["model"][k], want["model"][k]) for k in want["model"])
 
 
+def test_a_new_run_of_the_job_resumes_from_the_last_runs_checkpoints(tmp_path):
+    """`rgt run` says "resuming" when the job's checkpoint home holds checkpoints; on Kaggle
+    the new run's kernel sees them only by mounting the kernel that wrote them."""
+    capped = write_job(tmp_path, train(STEPS, 0.25), env={
+        "RGT_KAGGLE_BUDGET_S": "8", "RGT_KAGGLE_GRACE_S": "20", "RGT_KAGGLE_MAX_ATTEMPTS": "1"})
+    with FakeKaggle(tmp_path / "kaggle") as fake:
+        env = {**client_env(fake, tmp_path), "RGT_HOME": str(tmp_path / "home")}
+        assert rgt("up", "k1", "--profile", "kaggle", env=env).returncode == 0
+        first = rgt("run", "k1", str(capped), "-d", env=env).stdout.strip().splitlines()[-1]
+        ended = rgt("watch", "k1", first, "--until-done", "--timeout", "150", "--json",
+                    env=env, timeout=200)
+        summary = json.loads(ended.stdout)["run"]
+        assert summary["status"] == "preempted" and "1 attempts used" in " ".join(
+            summary["causes"]), summary  # capped, and not continued within the run
+
+        again = write_job(tmp_path, train(STEPS, 0.01), "again.yaml")
+        started = rgt("run", "k1", str(again), "-d", env=env)
+        said = " ".join(started.stdout.split())
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert "resuming" in said and "pushed private kernel alice/rgt-mlp-a2" in said, said
+        assert f"mounts alice/rgt-mlp's output (run {first})" in said, said
+        second = started.stdout.strip().splitlines()[-1]
+        done = rgt("watch", "k1", second, "--until-done", "--timeout", "150", env=env,
+                   timeout=200)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert fake.kernels["rgt-mlp-a2"]["versions"][-1]["kernel_sources"] == ["alice/rgt-mlp"]
+        log = rgt("logs", "k1", second, env=env).stdout
+        assert "continues from the previous version's checkpoints" in log, log[-2000:]
+        resumed = [ln for ln in log.splitlines() if ln.startswith("resumed step=")]
+        assert resumed and int(resumed[0].split("=")[1].split()[0]) >= 5, log[-2000:]
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     home = {"RGT_HOME": str(tmp_path / "home")}
     one_line_exit_2(rgt("up", "c1", "--profile", "colab", env=home), "needs --drive PATH")

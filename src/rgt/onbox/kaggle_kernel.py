@@ -90,7 +90,9 @@ def _untar_b64(blob, dest):
 
 
 def _previous_checkpoints(cfg):
-    """The previous attempt's output, mounted under /kaggle/input: its rgt/ckpt, if any."""
+    """The previous attempt's output, mounted under /kaggle/input: its rgt/ckpt, if any. The
+    previous attempt is this run's, or (a new run of the job) the run it resumes."""
+    runs = (cfg["run_id"], cfg.get("resumes_run"))
     for status in sorted(glob.glob(os.path.join(_paths()["input"], "**", "rgt", "status.json"),
                                    recursive=True)):
         try:
@@ -98,7 +100,7 @@ def _previous_checkpoints(cfg):
                 earlier = json.load(f)
         except (OSError, ValueError):
             continue
-        if earlier.get("job") == cfg["job"] and earlier.get("run_id") == cfg["run_id"]:
+        if earlier.get("job") == cfg["job"] and earlier.get("run_id") in runs:
             return os.path.join(os.path.dirname(status), "ckpt")
     return None
 

@@ -9,7 +9,10 @@ only if the version completes (NB2); rgt's kernel (rgt.onbox.kaggle_kernel) alwa
 and says in rgt/status.json what happened. A session is capped (about 9 h on GPU), so the
 kernel stops the job at its budget (resources.time, else just under the cap; SIGTERM, the
 grace, SIGKILL) with status `continue`; `rgt watch` then pushes the next attempt, a new kernel
-whose kernel_sources is the previous one, which resumes from the checkpoints it mounts.
+whose kernel_sources is the previous one, which resumes from the checkpoints it mounts. A new
+`rgt run` of the job resumes the same way: while the job's checkpoint home holds checkpoints,
+its first kernel mounts the newest kernel whose output held them (box.extra["ckpt_kernels"]),
+numbered on from it so that no kernel lists itself as a source.
 
 The box is a staging folder in RGT_HOME (rgt.platforms.notebooks): DATA_DIR = DURABLE_DIR =
 RGT_HOME/kaggle/<box>, so the lifecycle's layout holds a run as everywhere. When a version
@@ -123,6 +126,36 @@ def quota_line(quota: dict[str, Any]) -> str | None:
     return line + (" — GPU runs are refused until then" if left <= 0 else "")
 
 
+def remember_source(store: Store, box: Box, run: Run, attempt: dict[str, Any]) -> None:
+    """The newest kernel whose output holds the job's checkpoints: the next run of the job
+    mounts it (a kernel sees the laptop's checkpoint home only through such a mount)."""
+    extra = store.box(box.name).extra
+    sources = {**(extra.get("ckpt_kernels") or {}),
+               run.job: {"kernel": attempt["kernel"], "n": attempt["n"], "run_id": run.id}}
+    store.update_box(box.name, extra={**extra, "ckpt_kernels": sources})
+
+
+def resume_source(box: Box, job: str, home: Path) -> dict[str, Any] | None:
+    """The kernel a new run of `job` mounts to resume: the one `remember_source` kept, while
+    the job's checkpoint home still holds checkpoints (`--fresh` moved them aside: none).
+    Its attempt numbers go on from it, so the new kernel's slug is never its own source."""
+    source = (box.extra.get("ckpt_kernels") or {}).get(job)
+    if not source or not home.is_dir() or not any(home.iterdir()):
+        return None
+    return source
+
+
+def resume_notes(source: dict[str, Any] | None, home: Path) -> list[str]:
+    if source:
+        return [f"the kernel mounts {source['kernel']}'s output (run {source['run_id']}) and "
+                "resumes from the checkpoints it holds"]
+    if home.is_dir() and any(home.iterdir()):  # the lifecycle said "resuming": not here
+        return ["no kernel of this box holds the job's checkpoints (they came from elsewhere): "
+                "this run starts from scratch on Kaggle, which sees them only as a kernel's "
+                "output"]
+    return []
+
+
 class KagglePlatform(Platform):
     name = "kaggle"
     supports = frozenset({"gpu", "disk", "time"})
@@ -195,8 +228,11 @@ class KagglePlatform(Platform):
                     raise UserError(f"{quota_line(quota)}; nothing was pushed (run it without "
                                     "resources.gpu, or wait for the refill)")
             staged = spec.model_copy(update={"workdir": Path(layout.code), "exclude": []})
-            attempt = self._push(staged, layout.run_id, Path(layout.run_dir), box, 1,
-                                 budget_s, grace_s, previous=None)
+            source = resume_source(box, spec.name, Path(layout.ckpt))
+            attempt = self._push(staged, layout.run_id, Path(layout.run_dir), box,
+                                 source["n"] + 1 if source else 1, budget_s, grace_s,
+                                 previous=source and source["kernel"],
+                                 resumes_run=source and source["run_id"])
         except UserError:
             shutil.rmtree(layout.run_dir, ignore_errors=True)  # a secrets file among it
             raise
@@ -210,14 +246,17 @@ class KagglePlatform(Platform):
                             f"{budget_s / 3600:.2f} h and `rgt watch` continues it in a new "
                             "kernel from its checkpoint",
                             "Kaggle hands over a version's log and output when it completes: "
-                            "`rgt watch` shows the state meanwhile"])
+                            "`rgt watch` shows the state meanwhile",
+                            *resume_notes(source, Path(layout.ckpt))])
 
     def _push(self, spec: JobSpec, run_id: str, run_dir: Path, box: Box, number: int,
-              budget_s: float, grace_s: float, previous: str | None) -> dict[str, Any]:
+              budget_s: float, grace_s: float, previous: str | None,
+              resumes_run: str | None = None) -> dict[str, Any]:
         folder = run_dir / "kernels" / f"a{number}"
         shutil.rmtree(folder, ignore_errors=True)
         meta = kernel_folder(spec, run_id, owner=box.extra["owner"], attempt=number,
-                             dest=folder, budget_s=budget_s, grace_s=grace_s, previous=previous)
+                             dest=folder, budget_s=budget_s, grace_s=grace_s, previous=previous,
+                             resumes_run=resumes_run)
         _, version = self.client.push(folder)
         return {"n": number, "kernel": meta["id"], "version": version, "pushed": time.time(),
                 "outcome": None}
@@ -248,6 +287,8 @@ class KagglePlatform(Platform):
                     f"{where} is running on Kaggle; its log arrives when it completes"))
             if status == "complete":
                 current["outcome"] = self._collect(run, current, attempts)
+                if current["outcome"].get("ckpt"):
+                    remember_source(store, box, run, current)
             elif status in ENDED_BADLY:
                 current["outcome"] = {"status": "failed", "ended": time.time(), "cause": (
                     f"Kaggle ended {where} as {status}: {failure or 'no reason given'}; a "
@@ -338,7 +379,8 @@ class KagglePlatform(Platform):
                 out.mkdir()
         cause = str(said.get("cause") or "")[:500]
         return {"status": status, "ended": ended, "step": step, "exit_code": exit_code,
-                "cause": cause}
+                "cause": cause, "ckpt": (kept / "ckpt").is_dir() and any(
+                    (kept / "ckpt").iterdir())}
 
     @staticmethod
     def _write_log(run_dir: Path, attempts: list[dict[str, Any]]) -> None:

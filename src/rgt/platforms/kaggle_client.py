@@ -54,8 +54,10 @@ def kernel_slug(job: str, attempt: int) -> str:
 
 def kernel_folder(spec: Any, run_id: str, *, owner: str, attempt: int, dest: Path,
                   budget_s: float | None, grace_s: float, previous: str | None = None,
-                  working_limit: int = WORKING_LIMIT) -> dict:
-    """Write kernel-metadata.json and the script into `dest`; return the metadata."""
+                  resumes_run: str | None = None, working_limit: int = WORKING_LIMIT) -> dict:
+    """Write kernel-metadata.json and the script into `dest`; return the metadata. `previous`
+    is the kernel whose output this one mounts; `resumes_run` the earlier run it belongs to
+    when that is not `run_id` (a new run of the job resuming from its checkpoints)."""
     if spec.secrets:
         raise UserError(f"secrets ({', '.join(spec.secrets)}) cannot be pushed inside a Kaggle "
                         "kernel: add them as Kaggle Secrets (Add-ons > Secrets) and read them "
@@ -67,7 +69,8 @@ def kernel_folder(spec: Any, run_id: str, *, owner: str, attempt: int, dest: Pat
                         f"{MAX_EMBEDDED >> 10} KiB of code in a Kaggle kernel: move data out of "
                         "the workdir (download it in `setup`) or list it under `exclude`")
     config = {
-        "job": spec.name, "run_id": run_id, "attempt": attempt, "setup": spec.setup,
+        "job": spec.name, "run_id": run_id, "resumes_run": resumes_run, "attempt": attempt,
+        "setup": spec.setup,
         "run": spec.run, "env": dict(spec.env), "outputs": list(spec.outputs),
         "gpu": spec.resources.gpu, "budget_s": budget_s, "grace_s": grace_s,
         "working_limit_bytes": working_limit,
