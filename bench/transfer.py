@@ -112,8 +112,9 @@ class Box:
         return ["-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={s.known_hosts}",
                 "-o", "StrictHostKeyChecking=accept-new", "-i", str(s.client_key)]
 
-    def rsync(self, direction: str, src: Path, dst: Path) -> float:
-        e = " ".join(["ssh", "-p", str(self.server.port), *self.ssh_opts()])
+    def rsync(self, direction: str, src: Path, dst: Path, cipher: str = "") -> float:
+        e = " ".join(["ssh", "-p", str(self.server.port), *(["-c", cipher] if cipher else []),
+                      *self.ssh_opts()])
         far = f"root@{self.server.host}:"
         pair = ([f"{src}/", f"{far}{dst}/"] if direction == "put"
                 else [f"{far}{src}/", f"{dst}/"])
@@ -177,6 +178,9 @@ def main() -> int:
                     help="rclone's --transfers and --multi-thread-streams")
     ap.add_argument("--resume-rtt", type=float, default=20.0,
                     help="round trip of the cut-and-resume runs (one of --rtts; -1 skips)")
+    ap.add_argument("--rsync-cipher", default="",
+                    help="the cipher rsync's ssh uses (default: ssh's own; rgt's connections "
+                         "prefer aes128-gcm, e.g. --rsync-cipher aes128-gcm@openssh.com)")
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()
     rtts = [float(x) for x in args.rtts.split(",") if x.strip()]
@@ -215,7 +219,8 @@ def main() -> int:
                         streams_used = stats["streams"]
                         clean_bytes = stats["sent" if verb == "put" else "received"]
                         fresh(here)
-                        times.setdefault("rsync", []).append(box.rsync(verb, there, here))
+                        times.setdefault("rsync", []).append(
+                            box.rsync(verb, there, here, args.rsync_cipher))
                         if peer:
                             fresh(here)
                             times.setdefault("rclone", []).append(
@@ -241,7 +246,7 @@ def main() -> int:
     print(f"\ntree: {mb:,.0f} MB in {args.small + 1:,} files ({args.big_mb} MiB + "
           f"{args.small:,} x {args.small_bytes} B); links of {args.rate_mbit:g} Mbit/s each way "
           f"({method}); median of {args.repeat}; rclone {args.peer_streams} transfers/streams; "
-          f"{os.cpu_count()} CPUs")
+          f"rsync cipher {args.rsync_cipher or 'ssh default'}; {os.cpu_count()} CPUs")
     for direction, found in rows.items():
         print(f"\n{direction}\n{'RTT ms':>7}{'rgt s':>8}{'MB/s':>7}{'streams':>8}"
               f"{'rsync s':>9}{'MB/s':>7}{'rclone s':>9}{'MB/s':>7}"
