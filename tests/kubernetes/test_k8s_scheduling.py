@@ -65,8 +65,10 @@ def test_lost_node_multi_attach_then_resume_elsewhere(kube, home, tmp_path):
     pod = wait_for(lambda: [p for p in kube.pods() if p["status"]["phase"] == "Running"
                             and p["metadata"]["labels"].get("rgt.dev/part") == "job"],
                    what="the training pod")[0]
-    wait_for(lambda: list((kube.cluster.root / "volumes").glob("*/rgt/jobs/counter/ckpt/*")),
-             what="a first checkpoint on the PVC")
+    # the sidecar is written last: a .pt alone may still be a checkpoint in the making
+    volumes = kube.cluster.root / "volumes"
+    wait_for(lambda: list(volumes.glob("*/rgt/jobs/counter/ckpt/ckpt-*.json")),
+             what="a first whole checkpoint on the PVC")
     kube.cluster.lose_node(pod["spec"]["nodeName"])
     state = wait_for(lambda: (lambda s: s if any(c.startswith("K8S4") for c in s["causes"])
                               else None)(watch_json()), what="Multi-Attach in watch")
