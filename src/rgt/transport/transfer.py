@@ -857,7 +857,7 @@ class _Mover:
             assert self.receiver is not None
             skipped, problems = self.receiver.finish(dirs, links, clean)
         else:
-            session = self.finisher or self.first_session()
+            session, self.finisher = self.finisher or self.first_session(), None
             try:
                 session.link.send_json({"op": "finish", "dirs": dirs, "files": [],
                                         "links": links, "clean": clean})
