@@ -64,7 +64,7 @@ from rgt.platforms.http import (
 )
 from rgt.platforms.ssh import SshPlatform
 from rgt.profiles import load_profile
-from rgt.remote.register import register_when_answering
+from rgt.remote.register import register_rented
 from rgt.store import Box, Store
 from rgt.transport import SshTarget
 
@@ -311,18 +311,11 @@ def lambda_up(store: Store, name: str, gpu: str = "H100:1", region: str | None =
                        identity=None if identity is None else Path(identity).expanduser())
     # Without a filesystem there is no durable tier on the box: results must be pulled home.
     durable = durable_dir or (f"/lambda/nfs/{fs['name']}" if fs else data_dir or "/home/ubuntu")
-    try:
-        box = register_when_answering(store, name, load_profile("lambda"), target,
-                                      rate=itype.usd_per_hour, data_dir=data_dir,
-                                      durable_dir=durable, on_retry=on_wait,
-                                      pause_s=min(3.0, poll_interval()))
-    except UserError as err:
-        port = f" -p {ssh_port}" if ssh_port else ""
-        raise UserError(f"Lambda instance {instance_id} is up (and BILLING) but registering it "
-                        f"over SSH as {target.user}@{target.host} failed: {err}. Fix that and "
-                        f"register it with `rgt up {name} --profile lambda --ssh 'ssh{port} "
-                        f"{target.user}@{target.host}'`, or terminate it in the console "
-                        f"({CONSOLE})") from None
+    box = register_rented(store, name, load_profile("lambda"), target,
+                          instance=f"Lambda instance {instance_id}",
+                          stop_hint=f"terminate it in the console ({CONSOLE})",
+                          rate=itype.usd_per_hour, data_dir=data_dir, durable_dir=durable,
+                          on_retry=on_wait, pause_s=min(3.0, poll_interval()))
     extra = {**box.extra, "platform": "lambda", "instance_id": instance_id,
              "instance_type": itype.name, "region": where, "ip": ip}
     if fs:

@@ -44,7 +44,7 @@ from rgt.platforms.http import AmbiguousCreate, ApiClient, adopt_lost_create, po
 from rgt.platforms.ssh import SshPlatform
 from rgt.profiles import load_profile
 from rgt.remote.layout import Layout
-from rgt.remote.register import register_when_answering
+from rgt.remote.register import register_rented
 from rgt.remote.summary import summarize
 from rgt.spec import JobSpec
 from rgt.store import TERMINAL, Box, Run, Store
@@ -169,15 +169,11 @@ def runpod_up(store: Store, name: str, gpu: str, image: str, *, cloud: str = "SE
     host, port, user = rp.ssh_direct(pod)  # type: ignore[misc]  (wait_running checked it)
     target = SshTarget(host=host, port=port, user=user,
                        identity=Path(identity).expanduser() if identity else None)
-    try:
-        box = register_when_answering(store, name, load_profile("runpod"), target, rate=rate,
-                                      data_dir=data_dir, durable_dir=durable_dir,
-                                      on_retry=on_wait, pause_s=min(3.0, poll_interval()))
-    except UserError as err:
-        raise UserError(f"RunPod pod {pod_id} is running (and BILLING) but registering it over "
-                        f"SSH at {host}:{port} failed: {err}. Fix that and register it with "
-                        f"`rgt up {name} --profile runpod --ssh 'ssh -p {port} {user}@{host}'`, "
-                        f"or terminate it in the console ({rp.CONSOLE})") from None
+    box = register_rented(store, name, load_profile("runpod"), target,
+                          instance=f"RunPod pod {pod_id}",
+                          stop_hint=f"terminate it in the console ({rp.CONSOLE})", rate=rate,
+                          data_dir=data_dir, durable_dir=durable_dir, on_retry=on_wait,
+                          pause_s=min(3.0, poll_interval()))
     extra = {**box.extra, "platform": "runpod", "instance_id": pod_id, "gpu": chosen.id,
              "gpu_count": count, "cloud": cloud, "data_centre": pod.get("dataCenterId"),
              "container_disk_gb": container_disk_gb, "ssh": f"{host}:{port}"}

@@ -80,7 +80,7 @@ from rgt.platforms.http import (
 )
 from rgt.platforms.ssh import SshPlatform
 from rgt.profiles import load_profile
-from rgt.remote.register import register_when_answering
+from rgt.remote.register import register_rented
 from rgt.remote.summary import summarize
 from rgt.store import TERMINAL, Box, Store
 from rgt.transport import SshTarget
@@ -506,16 +506,11 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
     host, port, kind = ssh_endpoint(inst)
     target = SshTarget(host=host, port=port, user="root",
                        identity=Path(identity).expanduser() if identity else None)
-    try:
-        box = register_when_answering(
-            store, name, load_profile("vastai"), target, rate=rate,
-            data_dir=data_dir, durable_dir=durable_dir or data_dir, on_retry=on_wait,
-            pause_s=min(3.0, poll_interval()))
-    except UserError as err:
-        raise UserError(f"vast.ai instance {instance_id} is running (and BILLING) but registering "
-                        f"it over SSH at {host}:{port} failed: {err}. Fix that and register it "
-                        f"with `rgt up {name} --profile vastai --ssh 'ssh -p {port} "
-                        f"root@{host}'`, or destroy it in the console") from None
+    box = register_rented(store, name, load_profile("vastai"), target,
+                          instance=f"vast.ai instance {instance_id}",
+                          stop_hint="destroy it in the console", rate=rate, data_dir=data_dir,
+                          durable_dir=durable_dir or data_dir, on_retry=on_wait,
+                          pause_s=min(3.0, poll_interval()))
     extra = {**box.extra, "platform": "vastai", "instance_id": instance_id, "offer_id": offer.id,
              "image": image, "disk_gb": disk_gb, "ssh": f"{kind} {host}:{port}",
              "interruptible_bid": bid,

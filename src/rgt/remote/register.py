@@ -113,3 +113,17 @@ def register_when_answering(store: Store, name: str, profile: Profile, target: S
             on_retry(f"SSH not answering yet ({err}); retrying")
             time.sleep(pause_s)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def register_rented(store: Store, name: str, profile: Profile, target: SshTarget, *,
+                    instance: str, stop_hint: str, **kwargs) -> Box:
+    """`register_when_answering` for an instance rgt just rented. If SSH never works, the
+    instance still exists and bills: say so, and how to register it by hand or stop it."""
+    try:
+        return register_when_answering(store, name, profile, target, **kwargs)
+    except UserError as err:
+        port = f"-p {target.port} " if target.port else ""
+        raise UserError(f"{instance} is running (and BILLING) but registering it over SSH as "
+                        f"{target.user}@{target.host} failed: {err}. Fix that and register it "
+                        f"with `rgt up {name} --profile {profile.name} --ssh 'ssh {port}"
+                        f"{target.user}@{target.host}'`, or {stop_hint}") from None
