@@ -201,3 +201,63 @@ def test_render_refuses_what_slurm_cannot_honour_and_a_platform_with_nothing_to_
                 cwd=tmp_path)
     assert local.returncode == 2 and "submits nothing to render" in local.stderr
     assert "Traceback" not in spot.stderr + local.stderr
+
+
+DIGEST_IMAGE = "reg.example/train@sha256:" + "d" * 64
+
+
+def test_render_prints_kubernetes_manifests_that_validate(tmp_path):
+    import kubernetes_validate
+    (tmp_path / "job.yaml").write_text(
+        "name: mlp\nrun: python train.py\nresources: {gpu: A100:1, mem: 8G}\n"
+        "kubernetes: {tolerations: [{key: spot, operator: Exists}], labels: {team: ml}}\n")
+    no_image = rgt("render", "job.yaml", "--profile", "kubernetes", home=tmp_path / "h",
+                   cwd=tmp_path)
+    assert no_image.returncode == 2 and "name one pinned by digest" in no_image.stderr
+    assert "--image on `rgt up` / `rgt render`" in no_image.stderr
+    result = rgt("render", "job.yaml", "--profile", "kubernetes", "--image", DIGEST_IMAGE,
+                 home=tmp_path / "h", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    claim, job = yaml.safe_load_all(result.stdout)  # the claim `rgt up` would make, the Job
+    for document in (claim, job):
+        kubernetes_validate.validate(document, "1.33.0", strict=True)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert pod["containers"][0]["image"] == DIGEST_IMAGE
+    assert {"key": "spot", "operator": "Exists"} in pod["tolerations"]
+    assert not (tmp_path / "h" / "rgt.db").exists()
+    # the spec's own image satisfies it too, and wins over --image
+    own = DIGEST_IMAGE.replace("d" * 64, "e" * 64)
+    (tmp_path / "own.yaml").write_text(f"name: j\nrun: x\nkubernetes: {{image: '{own}'}}\n")
+    for extra in ((), ("--image", DIGEST_IMAGE)):
+        out = rgt("render", "own.yaml", "--profile", "kubernetes", *extra, home=tmp_path / "h",
+                  cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert list(yaml.safe_load_all(out.stdout))[1]["spec"]["template"]["spec"][
+            "containers"][0]["image"] == own
+
+
+def test_a_platform_section_on_another_platform_is_refused_by_name(tmp_path):
+    (tmp_path / "k.yaml").write_text(f"name: j\nrun: x\nkubernetes: {{image: '{DIGEST_IMAGE}'}}\n")
+    (tmp_path / "s.yaml").write_text("name: j\nrun: x\nslurm: {partition: gpu}\n")
+    for spec, profile, section in (("k.yaml", "slurm", "kubernetes"),
+                                   ("s.yaml", "kubernetes", "slurm"),
+                                   ("k.yaml", "generic-ssh", "kubernetes")):
+        out = rgt("render", spec, "--profile", profile, "--durable-dir", "/s",
+                  home=tmp_path / "h", cwd=tmp_path)
+        assert out.returncode == 2, out.stderr
+        assert f"`{section}:` section applies only to a {section} box" in out.stderr
+        assert "Traceback" not in out.stderr
+    slurm = rgt("render", "s.yaml", "--profile", "slurm", "--durable-dir", "/s",
+                "--image", DIGEST_IMAGE, home=tmp_path / "h", cwd=tmp_path)
+    assert slurm.returncode == 2 and "--image does not apply to --profile slurm" in slurm.stderr
+
+
+def test_rgt_run_refuses_another_platforms_section_before_pushing(tmp_path):
+    home = tmp_path / "h"
+    assert rgt("up", "here", "--profile", "local", home=home, cwd=tmp_path).returncode == 0
+    (tmp_path / "k.yaml").write_text(f"name: j\nrun: x\nkubernetes: {{image: '{DIGEST_IMAGE}'}}\n")
+    out = rgt("run", "here", "k.yaml", home=home, cwd=tmp_path)
+    assert out.returncode == 2 and "`kubernetes:` section applies only to a kubernetes box; " \
+        "local would ignore it" in out.stderr
+    assert Store(home / "rgt.db").runs("here") == []

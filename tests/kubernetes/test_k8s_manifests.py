@@ -8,10 +8,12 @@ import copy
 
 import kubernetes_validate
 import pytest
+import yaml
 from kubekit import IMAGE
 
 from rgt.errors import UserError
 from rgt.onbox import script_source
+from rgt.platforms import platform_for
 from rgt.platforms.k8s.manifests import (
     dns_name,
     door_manifest,
@@ -23,6 +25,8 @@ from rgt.platforms.k8s.manifests import (
     require_digest,
     seconds_of,
 )
+from rgt.spec import JobSpec, load_spec
+from rgt.store import Box
 
 VERSIONS = ["1.29.0", "1.30.0", "1.31.0", "1.32.0", "1.33.0"]
 CELLS = [{"lr": 0.1, "seed": 0}, {"lr": 0.01, "seed": 0}, {"lr": 0.1, "seed": 1}]
@@ -50,17 +54,95 @@ def every_manifest():
     yield "job-sweep", job(cells=len(CELLS), max_parallel=2, gpus=1, time_limit="90m",
                            script=pod_script(run="python train.py --lr {lr}", setup="",
                                              outputs=[], cells=CELLS))
+    yield "job-kubernetes-section", job(
+        gpus=1, selector={"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"},
+        service_account="trainer", priority_class="high-priority",
+        tolerations=[{"key": "dedicated", "operator": "Equal", "value": "ml",
+                      "effect": "NoSchedule"},
+                     {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                      "effect": "NoExecute", "tolerationSeconds": 600},
+                     {"operator": "Exists"}],
+        extra_labels={"team": "vision", "example.com/cost-center": "42"})
+    yield "job-from-a-spec", yaml.safe_load_all(section_render())
     yield "door", door_manifest(name=dns_name("rgt-door", "gpu-box", "a1b2c3", limit=63),
                                 box="gpu-box", image=IMAGE, claim="rgt-gpu-box",
                                 mount_path="/checkpoints", source=script_source("door").decode(),
                                 token="t0ken", pull_secret="regcred")
 
 
+SECTION = {"image": "reg.example/train@sha256:" + "c" * 64, "service_account": "trainer",
+           "node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+           "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
+           "priority_class": "batch-low", "labels": {"team": "vision", "gpu": True}}
+
+
+def section_render(section: dict | None = None) -> str:
+    """What the Kubernetes platform renders for a registered box and a spec's `kubernetes:`."""
+    spec = JobSpec.model_validate({"name": "mnist", "run": "python train.py",
+                                   "resources": {"gpu": "H100:2"},
+                                   "kubernetes": SECTION if section is None else section})
+    box = Box(name="gpu-box", profile="kubernetes", connection={"namespace": "ml"},
+              data_dir="/checkpoints", durable_dir="/checkpoints", rate=None, state="up",
+              created=0.0, extra={"claim": "rgt-gpu-box", "image": IMAGE})
+    return platform_for("kubernetes").render(box, spec, "mnist-20260101-120000-ab12")
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("label,manifest", list(every_manifest()),
                          ids=[label for label, _ in every_manifest()])
 def test_manifest_validates_strictly(label, manifest, version):
-    kubernetes_validate.validate(manifest, version, strict=True)
+    for document in manifest if label == "job-from-a-spec" else [manifest]:
+        kubernetes_validate.validate(document, version, strict=True)
+
+
+def test_the_spec_kubernetes_section_reaches_the_pod():
+    (job_doc,) = yaml.safe_load_all(section_render())  # a registered box: the Job only
+    pod = job_doc["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == SECTION["image"]  # the job's, not the box's
+    assert pod["serviceAccountName"] == "trainer" and pod["priorityClassName"] == "batch-low"
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert pod["tolerations"] == [  # the GPU taint's toleration stays, the spec's follow
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
+    for where in (job_doc["metadata"], job_doc["spec"]["template"]["metadata"]):
+        assert where["labels"]["team"] == "vision" and where["labels"]["gpu"] == "true"
+        assert where["labels"]["rgt.dev/box"] == "gpu-box"
+    plain = next(yaml.safe_load_all(section_render({})))["spec"]["template"]["spec"]
+    assert plain["containers"][0]["image"] == IMAGE  # no section image: the box's
+    assert not {"serviceAccountName", "priorityClassName", "nodeSelector"} & set(plain)
+
+
+@pytest.mark.parametrize("section,says", [
+    ({"image": "pytorch/pytorch:latest"}, "not pinned by digest"),
+    ({"namespace": "other"}, "kubernetes.namespace` is not a known field"),
+    ({"tolerations": [{"key": "a", "operator": "Exists", "value": "v"}]}, "takes no value"),
+    ({"tolerations": [{"value": "v"}]}, "without a key needs operator: Exists"),
+    ({"tolerations": [{"key": "a", "effect": "NoSchedule", "tolerationSeconds": 5}]},
+     "only to effect: NoExecute"),
+    ({"tolerations": [{"key": "a", "effect": "Sometimes"}]}, "NoSchedule, PreferNoSchedule"),
+    ({"tolerations": [{"key": "a", "toleration_seconds": 5}]}, "did you mean "
+                                                               "`tolerationSeconds`"),
+    ({"labels": {"rgt.dev/run": "x"}}, "rgt's own label"),
+    ({"labels": {"team": "a b"}}, "not a valid label value"),
+    ({"node_selector": {"bad key!": "x"}}, "not a valid label key"),
+    ({"service_account": "Trainer_1"}, "not a Kubernetes object name"),
+    ({"priorty_class": "x"}, "did you mean `priority_class`"),
+])
+def test_a_bad_kubernetes_section_is_refused_by_name(tmp_path, section, says):
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({"name": "j", "run": "x", "kubernetes": section}))
+    with pytest.raises(UserError) as err:
+        load_spec(path)
+    assert says in str(err.value) and "kubernetes" in str(err.value)
+
+
+def test_two_different_images_in_one_spec_are_refused():
+    spec = JobSpec.model_validate({"name": "j", "run": "x", "resources": {"image": IMAGE},
+                                   "kubernetes": {"image": SECTION["image"]}})
+    box = Box(name="b", profile="kubernetes", connection={}, data_dir="/c", durable_dir="/c",
+              rate=None, state="up", created=0.0, extra={"claim": "c", "image": IMAGE})
+    with pytest.raises(UserError, match="two images"):
+        platform_for("kubernetes").render(box, spec, "j-1")
 
 
 @pytest.mark.parametrize("version", VERSIONS)

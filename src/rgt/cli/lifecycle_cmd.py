@@ -229,6 +229,9 @@ def render_cmd(
     mem: cloud.MemOpt = None,
     nodes: cloud.NodesOpt = None,
     time_: cloud.TimeOpt = None,
+    image: Annotated[str | None, typer.Option(
+        help="Kubernetes: the box's image, pinned by digest (REG/IMG@sha256:…), as `rgt up "
+             "--image`; the spec's kubernetes.image overrides it.")] = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Write it to this file instead of stdout (Colab: the notebook "
                                "to open, train.ipynb).")] = None,
@@ -242,7 +245,8 @@ def render_cmd(
     """
     resources, _ = cloud.up_request(gpu=gpu, cpus=cpus, mem=mem, nodes=nodes, time=time_)
     text = render_mod.render(load_spec(spec_file), profile, data_dir=data_dir,
-                             durable_dir=durable_dir, resources=resources)
+                             durable_dir=durable_dir, resources=resources,
+                             options={"image": image} if image else None)
     if output is None:
         print(text, end="")
         return

@@ -28,6 +28,7 @@ from rgt.lifecycle.pushlist import push_excludes
 from rgt.lifecycle.ship import ship_library
 from rgt.lifecycle.watch import refresh
 from rgt.platforms import Platform, platform_for
+from rgt.platforms.base import refuse_foreign_sections
 from rgt.profiles import Profile, load_profile
 from rgt.remote.calls import write_file
 from rgt.remote.layout import Layout
@@ -86,6 +87,7 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
         raise UserError(f"box {box_name!r} is down; register a new one with `rgt up`")
     profile = load_profile(box.profile)
     platform = platform_for(box.profile)
+    refuse_foreign_sections(platform, spec)
     if (spec.grid or after) and not hasattr(platform, "dependency_on"):
         what = "a sweep (`grid`)" if spec.grid else "--after"
         raise UserError(f"{what} needs a scheduler (the slurm profile's job arrays and "

@@ -15,6 +15,7 @@ from rgt.errors import UserError
 from rgt.lifecycle.boxes import resources_from
 from rgt.lifecycle.launch import new_run_id
 from rgt.platforms import Platform, platform_for
+from rgt.platforms.base import refuse_foreign_sections
 from rgt.profiles import load_profile
 from rgt.remote.register import check_dir_flags, resolve_dir
 from rgt.spec import JobSpec
@@ -23,8 +24,9 @@ from rgt.store import Box, Store
 HOME, USER = "/home/USER", "USER"  # what the stand-in box's $HOME and $USER read as
 
 
-def renderer(profile: str) -> Platform:
+def renderer(profile: str, spec: JobSpec) -> Platform:
     platform = platform_for(profile)
+    refuse_foreign_sections(platform, spec)
     if not hasattr(platform, "render"):
         raise UserError(f"{profile} submits nothing to render: its boxes run the job under "
                         "rgt's on-box runner, as the spec says (render shows a scheduler's "
@@ -56,7 +58,10 @@ def render(spec: JobSpec, profile: str, *, data_dir: str | None = None,
            durable_dir: str | None = None, resources: dict[str, Any] | None = None,
            options: dict[str, Any] | None = None) -> str:
     """`rgt render JOB.yaml --profile P`: no box, no cluster, nothing contacted."""
-    platform = renderer(profile)
+    platform = renderer(profile, spec)
+    if (options or {}).get("image") and "image" not in platform.supports:
+        raise UserError(f"--image does not apply to --profile {profile}: its boxes run the "
+                        "image the platform gives them")
     box = stand_in_box(profile, data_dir=data_dir, durable_dir=durable_dir,
                        resources=resources, options=options)
     return platform.render(box, spec, new_run_id(spec.name))
@@ -65,6 +70,6 @@ def render(spec: JobSpec, profile: str, *, data_dir: str | None = None,
 def dry_run(store: Store, box_name: str, spec: JobSpec, *, after: str | None = None) -> str:
     """`rgt run BOX JOB.yaml --dry-run`: what `rgt run` would submit on that box."""
     box = store.box(box_name)
-    platform = renderer(box.profile)
+    platform = renderer(box.profile, spec)
     dependency = platform.dependency_on(store.run(box.name, after)) if after else None
     return platform.render(box, spec, new_run_id(spec.name), dependency=dependency)

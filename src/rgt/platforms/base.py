@@ -8,6 +8,9 @@ The API, as the lifecycle calls it (every profile has a platform: `platform_for(
         profile: str                       # set by the constructor: Platform(profile=None)
         restart_hook: str                  # what relaunches unfinished runs when a paused
                                            # machine starts again ("vast.ai onstart"); "" none
+        spec_sections: frozenset[str]      # its own spec sections ("slurm"); others refused
+        has_shell: bool                    # rgt can run commands on the box (False: Colab,
+                                           # Kaggle; `rgt audit` then measures nothing there)
 
         # required ------------------------------------------------------------------------
         connect(box) -> Transport
@@ -173,6 +176,20 @@ def size_gb(size: str) -> float:
     return number * 1024 ** ("KMGT".index(unit) - 2)
 
 
+PLATFORM_SECTIONS = ("slurm", "kubernetes")
+
+
+def refuse_foreign_sections(platform: Platform, spec: Any) -> None:
+    """A spec's `slurm:` on a Kubernetes box (or `kubernetes:` on an SSH box) would be ignored
+    there: say so before anything runs."""
+    for section in PLATFORM_SECTIONS:
+        if getattr(spec, section, None) is not None and section not in platform.spec_sections:
+            readers = {"slurm": "a slurm box", "kubernetes": "a kubernetes box"}[section]
+            raise UserError(f"the spec's `{section}:` section applies only to {readers}; "
+                            f"{platform.profile} would ignore it. Drop it from the spec, or "
+                            f"run on {readers}")
+
+
 def refuse_options(platform: str, allowed: set[str], options: dict[str, Any]) -> None:
     """An `rgt up` setting the platform has no use for is named, never ignored."""
     extra = [k for k in options if k not in allowed]
@@ -190,6 +207,12 @@ class Platform(ABC):
     # what relaunches unfinished runs when a paused machine starts again, or "" where nothing
     # does: `rgt watch` waits for it ("resuming") only where there is one
     restart_hook: str = ""
+    # the platform's own spec sections it reads (`slurm:`, `kubernetes:`); any other platform's
+    # section in a spec is refused by name rather than silently dropped
+    spec_sections: frozenset[str] = frozenset()
+    # whether rgt can run commands on the box itself (SSH, a pod's door); False for a notebook
+    # the user runs in a browser (Colab, Kaggle): `rgt audit` then measures nothing on it
+    has_shell: bool = True
 
     def __init__(self, profile: str | None = None) -> None:
         self.profile = profile or self.name

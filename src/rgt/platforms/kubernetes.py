@@ -23,6 +23,7 @@ keep billing until they are scaled down.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shlex
@@ -43,6 +44,7 @@ from rgt.platforms.base import (
 )
 from rgt.platforms.k8s.api import BATCH, CORE, ApiError, Kube
 from rgt.platforms.k8s.checks import (
+    DEFAULT_DISK,
     check_access,
     check_namespace,
     check_storage_class,
@@ -65,12 +67,13 @@ from rgt.platforms.k8s.manifests import (
     label_value,
     node_selector,
     pod_script,
+    pvc_manifest,
     require_digest,
 )
 from rgt.platforms.slurm import grid_cells, grid_command
 from rgt.profiles import load_profile
 from rgt.remote.layout import Layout, job_environment
-from rgt.spec import JobSpec
+from rgt.spec import JobSpec, KubernetesSettings
 from rgt.store import LIVE, Box, Run, Store
 from rgt.transport import TransferStats, Transport
 
@@ -90,6 +93,7 @@ class ImageRefused(UserError):
 class KubernetesPlatform(Platform):
     name = "kubernetes"
     supports = frozenset({"gpu", "cpus", "mem", "disk", "image", "time"})
+    spec_sections = frozenset({"kubernetes"})
 
     # ------------------------------------------------------------------ reaching it
 
@@ -195,13 +199,26 @@ class KubernetesPlatform(Platform):
 
     def render(self, box: Box, spec: JobSpec, run_id: str, *,
                dependency: str | None = None) -> str:
-        layout = Layout.of(box, run_id, spec)
-        return yaml.safe_dump(self._job(box, spec, layout, None), sort_keys=False)
+        """The Job; for `rgt render` (a box never registered) the claim `rgt up` would create
+        comes first, as multi-document YAML for `kubectl apply -n NAMESPACE -f -`."""
+        documents = []
+        if "claim" not in box.extra:
+            claim = dns_name("rgt", box.name)
+            documents.append(pvc_manifest(claim, box.name, DEFAULT_DISK))
+            box = dataclasses.replace(box, extra={**box.extra, "claim": claim})
+        documents.append(self._job(box, spec, Layout.of(box, run_id, spec), None))
+        return yaml.safe_dump_all(documents, sort_keys=False)
 
     def _job(self, box: Box, spec: JobSpec, layout: Layout, write_s: float | None) -> dict:
         refuse_unsupported(self.profile, self.supports | {"nodes"}, spec.resources)
-        image = require_digest(spec.resources.image or box.extra.get("image"),
-                               "resources.image")
+        k = spec.kubernetes or KubernetesSettings()
+        if k.image and spec.resources.image and k.image != spec.resources.image:
+            raise UserError("the spec names two images (kubernetes.image and resources.image); "
+                            "keep one")
+        image = require_digest(k.image or spec.resources.image or box.extra.get("image"),
+                               "resources.image" if spec.resources.image and not k.image
+                               else "--image" if box.extra.get("image") and not k.image
+                               else "kubernetes.image")
         env = job_environment(spec, load_profile(box.profile), layout)
         env.update(RGT_LOG=f"{layout.run_dir}/log", RGT_CODE_DIR=layout.code,
                    PYTHONUNBUFFERED="1")
@@ -221,8 +238,11 @@ class KubernetesPlatform(Platform):
             nodes=r.nodes, time_limit=r.time, ckpt_write_s=write_s,
             backoff_limit=spec.recover.max_restarts if spec.recover else DEFAULT_BACKOFF,
             ttl_s=ttl, cells=len(cells) if cells else None, max_parallel=spec.max_parallel,
-            selector=node_selector(spec.env.get(ENV_NODE_SELECTOR, "")) or None,
-            pull_secret=box.extra.get("pull_secret"))
+            selector={**node_selector(spec.env.get(ENV_NODE_SELECTOR, "")),
+                      **k.node_selector} or None,
+            pull_secret=box.extra.get("pull_secret"), service_account=k.service_account,
+            tolerations=[t.manifest() for t in k.tolerations],
+            priority_class=k.priority_class, extra_labels=k.labels)
 
     def launch(self, transport: Transport, box: Box, spec: JobSpec, layout: Layout, *,
                dependency: str | None = None) -> Launched:
@@ -241,9 +261,10 @@ class KubernetesPlatform(Platform):
                          "rgt up looked): the pod will wait Pending unless the cluster "
                          "autoscaler adds a bigger node (K8S1)")
         if spec.resources.gpu and ":" in spec.resources.gpu and not spec.env.get(
-                ENV_NODE_SELECTOR):
+                ENV_NODE_SELECTOR) and not (spec.kubernetes and spec.kubernetes.node_selector):
             notes.append(f"the GPU model in {spec.resources.gpu!r} is not enforced: node labels "
-                         f"differ per cluster; pin it with {ENV_NODE_SELECTOR}=label=value")
+                         "differ per cluster; pin it with kubernetes.node_selector "
+                         "{label: value}")
         # the door holds a ReadWriteOnce claim until it is gone: close it before the Job's pod
         transport.shut_door()
         kube.create(kube.ns(BATCH, "jobs"), manifest)

@@ -968,6 +968,7 @@ class SlurmPlatform(SshPlatform):
 
     name = "slurm"
     supports = frozenset({"gpu", "cpus", "mem", "time", "nodes"})
+    spec_sections = frozenset({"slurm"})
 
     def register(self, store: Store, request: Request) -> Box:
         """The login node, plus the resources `rgt up` named as every job's defaults (a

@@ -127,7 +127,8 @@ def require_digest(image: str | None, where: str) -> str:
     """U30: the image is the environment; a tag can move under a running sweep, a digest not."""
     if not image:
         raise UserError(f"{where}: Kubernetes runs a container image; name one pinned by digest "
-                        "(resources.image: registry/name@sha256:<64 hex>, or `rgt up --image`)")
+                        "(the spec's kubernetes.image: registry/name@sha256:<64 hex>, or "
+                        "--image on `rgt up` / `rgt render`)")
     if not DIGEST.search(image):
         raise UserError(f"{where}: image {image!r} is not pinned by digest (U30: a tag moves "
                         "and the next pod may run other code); use name@sha256:<digest> — "
@@ -259,13 +260,18 @@ def job_manifest(*, name: str, box: str, run_id: str, image: str, script: str,
                  backoff_limit: int = DEFAULT_BACKOFF, ttl_s: int = DEFAULT_TTL_S,
                  cells: int | None = None, max_parallel: int | None = None,
                  selector: Mapping[str, str] | None = None,
-                 pull_secret: str | None = None) -> dict[str, Any]:
+                 pull_secret: str | None = None, service_account: str | None = None,
+                 tolerations: Sequence[Mapping[str, Any]] = (),
+                 priority_class: str | None = None,
+                 extra_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The run's Job. `service_account`, `tolerations`, `priority_class` and `extra_labels`
+    come from the spec's `kubernetes:` section; rgt's own labels win over the user's."""
     if nodes > 1:
         raise UserError(f"resources.nodes={nodes}: rgt runs a Kubernetes job as one pod; "
                         "multi-node training (torchrun across pods) is not supported — use one "
                         "pod with several GPUs (gpu: A100:8), or a PyTorchJob (Kubeflow "
                         "Training Operator) outside rgt")
-    pod_labels = labels(box, run_id, "job")
+    pod_labels = {**(extra_labels or {}), **labels(box, run_id, "job")}
     container: dict[str, Any] = {
         "name": CONTAINER, "image": image, "command": ["bash", "-c", script],
         "env": [{"name": k, "value": str(v)} for k, v in env.items()] + [
@@ -283,13 +289,20 @@ def job_manifest(*, name: str, box: str, run_id: str, image: str, script: str,
         "containers": [container],
         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
     }
+    tolerate = [dict(t) for t in tolerations]
     if gpus:  # GPU node pools are commonly tainted so that only GPU pods land there (K8S1)
-        pod["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists",
-                               "effect": "NoSchedule"}]
+        tolerate.insert(0, {"key": "nvidia.com/gpu", "operator": "Exists",
+                            "effect": "NoSchedule"})
+    if tolerate:
+        pod["tolerations"] = tolerate
     if selector:
         pod["nodeSelector"] = dict(selector)
     if pull_secret:
         pod["imagePullSecrets"] = [{"name": pull_secret}]
+    if service_account:
+        pod["serviceAccountName"] = service_account
+    if priority_class:
+        pod["priorityClassName"] = priority_class
     spec: dict[str, Any] = {
         "backoffLimit": backoff_limit,
         "ttlSecondsAfterFinished": ttl_s,
@@ -307,7 +320,7 @@ def job_manifest(*, name: str, box: str, run_id: str, image: str, script: str,
         spec.update(completionMode="Indexed", completions=cells,
                     parallelism=min(cells, max_parallel or cells))
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "labels": labels(box, run_id, "job")}, "spec": spec}
+            "metadata": {"name": name, "labels": dict(pod_labels)}, "spec": spec}
 
 
 # ----------------------------------------------------------------------------- the door
