@@ -170,3 +170,25 @@ def test_ls_shows_drive_free_space_where_the_folder_is_a_mount_of_its_own(tmp_pa
     assert "free of 64.0 MiB" in risks[0]["what"], risks
     shown = rgt("ls", env={**env, "COLUMNS": "80"}).stdout
     assert "at risk: Drive: rgt keeps" in shown, shown
+
+
+def test_audit_measures_nothing_on_a_runtime_it_cannot_reach(tmp_path):
+    drive = tmp_path / "drive"
+    drive.mkdir()
+    env = {"RGT_HOME": str(tmp_path / "home"), "COLUMNS": "80"}
+    assert rgt("up", "c1", "--profile", "colab", "--drive", str(drive), env=env).returncode == 0
+    done = rgt("audit", "c1", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)["audit"]
+    assert report["measured"] is False  # this laptop's disks and Python are not the runtime's
+    assert not {"dirs", "python", "gpus", "nproc", "job_python"} & set(report)
+    assert report["colab"]["drive"] == str(drive)
+    assert [v["level"] for v in report["verdicts"]] == ["note", "ok"]  # why; Drive's space
+    shown = rgt("audit", "c1", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "no disks, GPUs or Python measured" in shown.stdout
+    assert "Drive folder:" in shown.stdout
+    assert "this machine's" not in shown.stdout and "Traceback" not in shown.stderr
+    drive.rename(tmp_path / "gone")  # Drive for desktop signed out: the platform's check fails
+    gone = rgt("audit", "c1", env=env)
+    assert gone.returncode == 1 and "is gone" in gone.stdout, gone.stdout

@@ -164,3 +164,18 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
         one_line_exit_2(rgt("run", "k2", str(cpu_job), "-d", env=env),
                         "Kaggle rejected the kernel push: This account cannot push kernels")
         assert json.loads(rgt("ls", "--json", env=env).stdout)["boxes"][-1]["live_runs"] == 0
+
+
+def test_audit_shows_the_quota_and_measures_nothing_on_this_machine(tmp_path):
+    with FakeKaggle(tmp_path / "kaggle") as fake:
+        env = {**client_env(fake, tmp_path), "RGT_HOME": str(tmp_path / "home")}
+        assert rgt("up", "k1", "--profile", "kaggle", env=env).returncode == 0
+        done = rgt("audit", "k1", "--json", env=env)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)["audit"]
+        assert report["measured"] is False and "dirs" not in report and "python" not in report
+        assert report["kaggle"]["owner"] == "alice" and report["kaggle"]["quota"]
+        assert [v["id"] for v in report["verdicts"]] == ["", "KG"]
+        shown = rgt("audit", "k1", env=env)
+        assert shown.returncode == 0 and "Kaggle account: alice" in shown.stdout, shown.stderr
+        assert "this machine's" not in shown.stdout

@@ -49,6 +49,9 @@ def audit(name: Annotated[str, typer.Argument(help="The box's name, as given to 
 
 
 def _render(name: str, report: dict) -> None:
+    if report.get("measured") is False:  # a notebook platform: nothing on it was measured
+        _render_from_outside(name, report)
+        return
     table = Table(title=f"{escape(name)}: disks", title_justify="left")
     table.add_column("path", overflow="fold")
     for column in ("size", "free", "used", "inodes used"):
@@ -81,6 +84,21 @@ def _render(name: str, report: dict) -> None:
                    else f"{t} missing") for t in names))
     if report.get("scheduler"):
         _render_scheduler(name, report["scheduler"])
+    _render_verdicts(report)
+
+
+def _render_from_outside(name: str, report: dict) -> None:
+    """Colab, Kaggle: what the platform shows from outside (the Drive folder, the quota)."""
+    console.print(f"[bold]{escape(name)}[/]: no disks, GPUs or Python measured (rgt runs no "
+                  "command on a notebook runtime)")
+    if isinstance(colab := report.get("colab"), dict) and colab.get("drive"):
+        console.print(f"Drive folder: {escape(str(colab['drive']))}")
+    if isinstance(kaggle := report.get("kaggle"), dict) and kaggle.get("owner"):
+        console.print(f"Kaggle account: {escape(str(kaggle['owner']))}")
+    _render_verdicts(report)
+
+
+def _render_verdicts(report: dict) -> None:
     for verdict in report.get("verdicts") or []:
         level = str(verdict.get("level") or "ok")
         color = {"fail": "red", "warn": "yellow", "note": "cyan"}.get(level, "green")

@@ -6,12 +6,12 @@ import re
 import shlex
 from typing import Any
 
-from rgt.platforms import platform_for
+from rgt.platforms import Platform, platform_for
 from rgt.profiles import load_profile
 from rgt.remote.calls import run_json
 from rgt.remote.reach import find_python, python_candidates
 from rgt.spec import JobSpec
-from rgt.store import Store
+from rgt.store import Box, Store
 
 _PYTHON_WORD = re.compile(r"^(?:.*/)?python[0-9.]*$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -42,6 +42,8 @@ def audit(store: Store, box_name: str, spec: JobSpec | None = None) -> dict[str,
         hf_cache = "$HOME/.cache/huggingface"
     named = spec_python(spec) if spec is not None else None
     platform = platform_for(box.profile)
+    if not platform.has_shell:
+        return _audit_without_shell(store, box, platform)
     transport = platform.connect(box)
     try:
         home = transport.run('printf "%s" "$HOME"', timeout=30).stdout.strip()
@@ -67,6 +69,29 @@ def audit(store: Store, box_name: str, spec: JobSpec | None = None) -> dict[str,
     ok = not any(v.get("level") == "fail" for v in report.get("verdicts", []))
     store.add_evidence("audit", box.name, ok, report)
     store.record("audit", {"ok": ok, "verdicts": report.get("verdicts", [])}, box=box.name)
+    return report
+
+
+def _audit_without_shell(store: Store, box: Box, platform: Platform) -> dict[str, Any]:
+    """A notebook platform (Colab, Kaggle) runs no command rgt sends: measuring "the box" would
+    measure this laptop. Only what the platform can tell from outside (Drive, a quota)."""
+    report: dict[str, Any] = {
+        "measured": False,
+        "verdicts": [{"level": "note", "id": "", "message": f"nothing measured on the "
+                      f"{box.profile} runtime: rgt cannot run commands there (it reaches it "
+                      "only through the notebook it writes); the notebook checks the GPU and "
+                      "Python it gets when it starts"}]}
+    transport = platform.connect(box)
+    try:
+        for key, extra in platform.audit_extras(transport, box).items():
+            report[key] = extra
+            if isinstance(extra, dict):
+                report["verdicts"] += extra.get("verdicts", [])
+    finally:
+        transport.close()
+    ok = not any(v.get("level") == "fail" for v in report["verdicts"])
+    store.add_evidence("audit", box.name, ok, report)
+    store.record("audit", {"ok": ok, "verdicts": report["verdicts"]}, box=box.name)
     return report
 
 

@@ -159,6 +159,7 @@ def resume_notes(source: dict[str, Any] | None, home: Path) -> list[str]:
 class KagglePlatform(Platform):
     name = "kaggle"
     supports = frozenset({"gpu", "disk", "time"})
+    has_shell = False  # a session runs only the kernels rgt pushes through the API
 
     def __init__(self, profile: str | None = None) -> None:
         super().__init__(profile)
@@ -435,8 +436,5 @@ class KagglePlatform(Platform):
         line = quota_line(quota)
         verdicts = [{"level": "warn" if quota.get("gpu_left_s") == 0 else "ok", "id": "KG",
                      "message": line}] if line else []
-        verdicts.append({"level": "warn", "id": "NB3", "message": "the disks and Python above "
-                         "are this machine's (rgt's staging folder): a Kaggle session is "
-                         "reached only through kernels; rgt's kernel checks its GPU itself"})
         return {"kaggle": {"owner": box.extra.get("owner"), "quota": quota,
                            "verdicts": verdicts}}
