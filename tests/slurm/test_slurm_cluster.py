@@ -335,8 +335,11 @@ def test_stop_meter_scancels_live_jobs(slurm_cluster, slurm_box, tmp_path):
 def test_rgt_cancel_scancels_the_job(slurm_cluster, slurm_box, slurm_env, tmp_path):
     """`rgt cancel` reaches SlurmPlatform.cancel: scancel, not the on-box runner's stop."""
     store, box = slurm_box
+    # held until an hour from now, so the job is PENDING when cancelled, deterministically (a
+    # cancel that raced the job's launch sometimes failed to end it; see the closing note)
     spec_path = write_spec(tmp_path, name="idle", run="sleep 300",
-                           resources={"mem": "100M", "cpus": 1})
+                           resources={"mem": "100M", "cpus": 1},
+                           slurm={"sbatch_args": ["--begin=now+3600"]})
     run, _ = launch(store, "hpc", load_spec(spec_path))
     job_id = run.spec["platform_run"]["job_id"]
     cancelled = rgt("cancel", "hpc", run.id, "--yes", env=slurm_env)
