@@ -114,7 +114,7 @@ class KaggleClient:
                     api = KaggleApi()
                     api.authenticate()
             except ImportError:
-                raise UserError("Kaggle needs the official client: pip install 'kaggle==2.2.4'"
+                raise UserError("Kaggle needs its official client: pip install 'rgt[kaggle]'"
                                 ) from None
             except SystemExit:
                 raise UserError("no Kaggle credentials: set KAGGLE_USERNAME and KAGGLE_KEY "
