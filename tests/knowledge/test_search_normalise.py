@@ -42,8 +42,11 @@ def test_anchored_rules_fire_through_a_log_prefix_or_colour(line, gotcha):
 def test_no_guess_for_a_line_that_says_nothing_is_wrong():
     # shares 'api', 'key', 'wandb', 'configured' with U35, and was a false answer before
     assert search_gotchas("wandb: W&B API key is configured. Use wandb login --relogin") == []
-    guess = search_gotchas("wandb api key missing inside the job")
+    # no rule names this wording ("api key missing" is one since U35 learnt the class), so the
+    # fuzzy stage answers
+    guess = search_gotchas("wandb cannot find an api key inside the job")
     assert guess and guess[0].why == FUZZY and guess[0].gotcha.id == "U35"
+    assert search_gotchas("wandb api key missing inside the job")[0].why == RULE
 
 
 def test_paths_are_not_words():
