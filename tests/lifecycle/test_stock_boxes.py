@@ -82,12 +82,17 @@ def test_a_stock_debian_box_without_python_rsync_or_tmux_audits_clean(cli, stock
     assert re.search(r"note .*rsync.*Python", audit.stdout), audit.stdout
     assert re.search(r"note .*tmux.*setsid", audit.stdout), audit.stdout
 
-    # The job's own interpreter is what counts for it: a spec that starts `python` is told.
-    spec = write_job(tmp_path / "job", run="python train.py")
+    # The job's own interpreter is what counts for it: one named by path is measured itself;
+    # a bare `python` is the box's python3, which the runner puts first on the job's PATH.
+    spec = write_job(tmp_path / "job", run="/opt/conda/bin/python train.py")
     checked = cli("audit", "stock", "--job", str(spec))
     assert checked.returncode == 1, checked.stdout + checked.stderr
-    assert re.search(r"fail U28 the job's python python did not run .*python3 does",
-                     checked.stdout), checked.stdout
+    assert re.search(r"fail U28 the job's python /opt/conda/bin/python did not run .*python3 "
+                     "does", checked.stdout), checked.stdout
+    bare = cli("audit", "stock", "--job", str(write_job(tmp_path / "bare",
+                                                         run="python train.py")))
+    assert bare.returncode == 0, bare.stdout + bare.stderr
+    assert re.search(rf"job python: python3 {SYSTEM_VERSION}", bare.stdout), bare.stdout
 
 
 def test_a_box_without_bash_is_refused_at_up_with_the_fix(cli, stock_box):

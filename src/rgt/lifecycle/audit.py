@@ -15,6 +15,7 @@ from rgt.store import Box, Store
 
 _PYTHON_WORD = re.compile(r"^(?:.*/)?python[0-9.]*$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+JOB_SHIMS = ("python", "python3")  # what a job's bare word runs: the box's own interpreter
 
 
 def spec_python(spec: JobSpec) -> str | None:
@@ -34,13 +35,17 @@ def spec_python(spec: JobSpec) -> str | None:
 
 def audit(store: Store, box_name: str, spec: JobSpec | None = None) -> dict[str, Any]:
     """Audit the box; the job's interpreter (torch, CUDA) is the one `spec` runs with if it
-    names one, else the box's own (found at `up`: the profile's first, then python3, python)."""
+    names one by path (`/opt/conda/bin/python`, `python3.10`), else the box's own (found at
+    `up`: the profile's first, then python3, python), which a bare `python` or `python3` in
+    the job runs."""
     box = store.box(box_name)
     profile = load_profile(box.profile)
     hf_cache = profile.overrides.get("HF_HOME", "~/.cache/huggingface").split()[0]
     if hf_cache.startswith("~") or "{" in hf_cache:
         hf_cache = "$HOME/.cache/huggingface"
     named = spec_python(spec) if spec is not None else None
+    if named in JOB_SHIMS:  # the runner makes these the box's interpreter (onbox/runner.py)
+        named = None
     platform = platform_for(box.profile)
     if not platform.has_shell:
         return _audit_without_shell(store, box, platform)

@@ -22,6 +22,11 @@ What the runner does, and why:
   ``boot_id`` let ``probe.py`` tell a live job from a reused pid or a rebooted box (U3).
 - the job runs as ``bash -c`` in its own session/process group, cwd=workdir, stdout+stderr
   appended unbuffered to RUN_DIR/log, with PYTHONUNBUFFERED=1 (U43).
+- the job's ``python`` and ``python3`` (and ``pip``/``pip3``, when it has pip) are the
+  interpreter running the runner — the one `rgt up` found and `rgt audit` measured — through
+  small ``/bin/sh`` scripts in RUN_DIR/bin put first on PATH: a stock box has no ``python``,
+  and a ``python`` earlier on the box's PATH may be another Python without torch. A command
+  that activates its own venv or conda env puts that env first again.
 - SIGTERM/SIGINT/SIGUSR1 sent to the runner are forwarded to the job's process group, so a
   preemption notice reaches the trainer; the job shell traps them and waits, so the trainer's own
   exit code (85 = checkpointed and preempted) is what gets recorded.
@@ -48,6 +53,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import shlex
@@ -177,6 +183,47 @@ def restart_delay(recover, restarts: int) -> float:
     (bad data, a broken node) must not spin."""
     base = float(recover.get("backoff_s") or 0)
     return min(300.0, base * (2 ** restarts))
+
+
+JOB_BIN = "bin"  # RUN_DIR/bin: first on the job's PATH
+
+
+def interpreter_shims(python: str, has_pip: bool) -> dict:
+    """{name: script} for RUN_DIR/bin: ``python`` and ``python3`` run PYTHON (the interpreter
+    `rgt up` found, which runs this runner), ``pip``/``pip3`` its own pip when it has one.
+
+    Scripts that ``exec`` the interpreter by its path, not symlinks: a venv's ``python``
+    reached through a symlink elsewhere loses its venv (pyvenv.cfg is looked for beside the
+    name it was started by). ``/bin/sh``: no bash needed. A job that activates its own
+    venv or conda env puts that env's ``bin`` before this one, so its own ``python`` wins.
+    """
+    run = "exec " + shlex.quote(python)
+    shims = {"python": f'#!/bin/sh\n{run} "$@"\n', "python3": f'#!/bin/sh\n{run} "$@"\n'}
+    if has_pip:
+        shims.update({name: f'#!/bin/sh\n{run} -m pip "$@"\n' for name in ("pip", "pip3")})
+    return shims
+
+
+def write_shims(bin_dir: str, shims: dict) -> None:
+    """Write each shim atomically (tmp + rename), mode 0755; stale ones are replaced."""
+    os.makedirs(bin_dir, exist_ok=True)
+    for name, text in shims.items():
+        path = os.path.join(bin_dir, name)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(text)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    for name in ("pip", "pip3"):
+        if name not in shims:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(bin_dir, name))
+
+
+def prepend_path(directory: str, current) -> dict:
+    """``{"PATH": ...}`` with DIRECTORY first, the rest as it was (the box's or the spec's)."""
+    rest = [p for p in (current or "").split(os.pathsep) if p and p != directory]
+    return {"PATH": os.pathsep.join([directory] + (rest or ["/usr/bin", "/bin"]))}
 
 
 SEEN_FILE = "job.signals"
@@ -481,15 +528,20 @@ class Runner:
         try:
             return self._run_job(spec)
         finally:
-            # The run has ended (its final state is saved): the secrets have no further use
-            # on this stranger's disk. A runner killed mid-run leaves them for its relaunch.
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(self.run_dir, "secrets.env"))
+            self._forget_secrets()
             self.stop.set()
             beat.join(timeout=5)
 
+    def _forget_secrets(self) -> None:
+        """The run has ended: the secrets have no further use on this stranger's disk. Done
+        before the final state is saved, so a reader that sees the end sees them gone; a
+        runner killed mid-run leaves them for its relaunch."""
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(self.run_dir, "secrets.env"))
+
     def _fail(self, message: str, code: int = EXIT_RUNNER_ERROR) -> int:
         self.log(f"!! {message}")
+        self._forget_secrets()
         self.save(status="failed", error=message, ended=now(), heartbeat=now())
         self.log("exit=none status=failed")
         return code
@@ -536,6 +588,7 @@ class Runner:
         env["RGT_RUN_ID"] = str(self.state.get("run_id") or "")
         env["RGT_RUN_DIR"] = self.run_dir
         env.update(prepend_pythonpath(spec.get("pythonpath"), env.get("PYTHONPATH")))
+        env.update(self._python_first(env.get("PATH")))
 
         argv = build_job_argv(str(spec["command"]), spec.get("setup"), spec.get("proxy_hook"))
         recover = spec.get("recover") if isinstance(spec.get("recover"), dict) else None
@@ -621,6 +674,7 @@ class Runner:
             changes["error"] = (
                 f"job killed by {sig_name}" if sig_name else f"job exited with code {exit_code}"
             )
+        self._forget_secrets()
         self.save(status=status, ended=now(), heartbeat=now(), **changes)
         self.log(f"exit={exit_code}{f' signal={sig_name}' if sig_name else ''} status={status}")
         if status == "succeeded":
@@ -630,6 +684,25 @@ class Runner:
         if status == "stopped":
             return 128 + signal.Signals[stop].value
         return exit_code if 0 < exit_code < 256 else 1
+
+    def _python_first(self, path) -> dict:
+        """The job's ``python``/``python3`` are the interpreter running this runner (the one
+        `rgt up` found and audited), whatever the box's PATH holds: RUN_DIR/bin first."""
+        python = sys.executable
+        if not python or not os.path.isabs(python):
+            self.log("!! cannot tell this runner's interpreter; the job's `python` is the "
+                     "box's own")
+            return {}
+        bin_dir = os.path.join(self.run_dir, JOB_BIN)
+        try:
+            write_shims(bin_dir, interpreter_shims(
+                python, importlib.util.find_spec("pip") is not None))
+        except OSError as exc:
+            self.log(f"!! cannot write {bin_dir} ({exc.strerror}); the job's `python` is the "
+                     "box's own")
+            return {}
+        self.log(f"the job's python and python3 are {python} ({bin_dir} first on PATH)")
+        return prepend_path(bin_dir, path)
 
     def _reap_group(self, pgid: int, grace: float) -> int:
         """Terminate what is left of the job's process group once its leader has exited."""
