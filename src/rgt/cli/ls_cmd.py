@@ -2,14 +2,16 @@
 
 Each box is one line of facts (name, profile, state, up-time, money, live runs) and at most two
 lines of notes under it, each cut to the terminal's width: the notes that cost money first
-(idle with no run, still billing after teardown), then what its platform last measured as at
-risk (Colab's Drive space, Kaggle's GPU quota), then the platform's first danger clock
-(`rgt profile show P` has them whole, `--json` has every note uncut). Names are never cut.
+(idle with no run, still billing after teardown), then what a live run waits for (a Colab
+notebook not opened yet, a queued Kaggle kernel), what its platform last measured as at risk
+(Colab's Drive space, Kaggle's GPU quota), then the platform's first danger clock (`rgt
+profile show P` has them whole, `--json` has every note uncut). Names are never cut.
 Imports only the store and the money module: `rgt ls` is what people type most.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 import typer
@@ -52,7 +54,9 @@ def ls_cmd(
             "instance": ln.box.extra.get("instance_id"), "uptime_s": ln.uptime_s,
             "spent_usd": ln.spent, "walltime_s": ln.walltime_s, "live_runs": ln.live_runs,
             "idle_s": ln.idle_s, "clocks": ln.clocks, "still_billing": ln.still_billing,
-            "at_risk": at_risk(ln.box) if ln.box.state == "up" else []}
+            "at_risk": at_risk(ln.box) if ln.box.state == "up" else [],
+            "waiting": [{"run": run, "what": what, "waited_s": max(0.0, time.time() - since)}
+                        for run, what, since in ln.waiting]}
             for ln in shown])
         return
     hidden = len(lines) - len(shown)
@@ -108,6 +112,8 @@ def _notes(ln, idle_after_min: float) -> list[str]:
     if ln.idle_s is not None and ln.idle_s > idle_after_min * 60:
         notes.append(f"[bold red]idle {duration(ln.idle_s)} with no live run (GEN1)[/]")
     notes += [f"[yellow]still billing: {escape(b)}[/]" for b in ln.still_billing]
+    notes += [f"[yellow]waiting {duration(max(0.0, time.time() - since))}:[/] {escape(what)}"
+              for _run, what, since in ln.waiting]
     if ln.box.state == "up":
         notes += [f"[yellow]at risk:[/] {escape(r['what'])} ({duration(r['age_s'])} ago)"
                   for r in at_risk(ln.box)]
@@ -118,7 +124,5 @@ def _notes(ln, idle_after_min: float) -> list[str]:
 def at_risk(box) -> list[dict]:
     """What the box's platform last measured as at risk (Drive space, a GPU quota), with its
     age: `rgt up` and `rgt watch` measure it, ls only reads the store (it asks no platform)."""
-    import time
-
     return [{"what": str(r.get("what")), "age_s": max(0.0, time.time() - float(r.get("at") or 0))}
             for r in box.extra.get("at_risk") or [] if isinstance(r, dict) and r.get("what")]

@@ -91,11 +91,14 @@ class DownPlan:
 
 def iron_law(run_id: str, status: str, *, reachable: bool, ended: Any = None,
              superseded_by: str | None = None, evidence: Evidence | None = None,
-             changed_after_pull: bool = False, pull_hint: str = "") -> tuple[str, str]:
+             changed_after_pull: bool = False, pull_hint: str = "",
+             never_started: bool = False) -> tuple[str, str]:
     """The Iron Law for one run: may the box go down as far as this run is concerned?
 
     Returns ``(verdict, reason)``: ``"ok"`` (its results are safely here), ``"superseded"``
-    (ok: a later attempt carries its checkpoints on and is judged itself), ``"live"`` (refuse:
+    (ok: a later attempt carries its checkpoints on and is judged itself), ``"unstarted"``
+    (ok: the platform found nothing of the run but what rgt wrote: no results exist, e.g. a
+    Colab notebook never opened), ``"live"`` (refuse:
     still running) or ``"unverified"`` (refuse). Every `down` path decides through this.
 
     `status` is what the box says now when it answers (`reachable`), else the store's last
@@ -108,6 +111,7 @@ def iron_law(run_id: str, status: str, *, reachable: bool, ended: Any = None,
     ====  =========  =====================  =====================================  ===========
     row   reachable  status                 evidence (latest pull-verified)        verdict
     ====  =========  =====================  =====================================  ===========
+    0     yes        starting, never began  any                                    unstarted
     1     yes        live                   any                                    live
     2     no         live (end never seen)  any                                    unverified
     3     any        terminal               any, a later attempt resumed it        superseded
@@ -122,6 +126,8 @@ def iron_law(run_id: str, status: str, *, reachable: bool, ended: Any = None,
     Anything refused is passed only by ``--discard-results`` with the box name typed.
     """
     pull = pull_hint or f"rgt pull {run_id}"
+    if status == "starting" and reachable and never_started:  # row 0
+        return "unstarted", f"{run_id} never started: there are no results to lose"
     if status in LIVE:
         if reachable:
             return "live", f"{run_id} is still {status}"  # row 1
@@ -160,7 +166,8 @@ def judge_run(store: Store, box: Box, run: Run, state: dict[str, Any], *,
     later = store.next_attempt(run.id)
     return iron_law(run.id, state["status"], reachable=reachable, ended=state.get("ended"),
                     superseded_by=later.id if later else None, evidence=evidence,
-                    changed_after_pull=changed, pull_hint=f"rgt pull {box.name} {run.id}")
+                    changed_after_pull=changed, pull_hint=f"rgt pull {box.name} {run.id}",
+                    never_started=state.get("never_started") is True)
 
 
 def plan_down(store: Store, box_name: str) -> DownPlan:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rgt.profiles.brief import brief
 from rgt.store import LIVE, Box, Store
@@ -21,6 +21,9 @@ class BoxLine:
     still_billing: list[str]
     idle_s: float | None
     walltime_s: float | None  # schedulers bill walltime and fair-share, not dollars
+    # live runs waiting on something outside rgt, as their platform last said (platform_run
+    # "waiting": a Colab notebook not opened yet, a Kaggle kernel queued): (run, what, since)
+    waiting: list[tuple[str, str, float]] = field(default_factory=list)
 
 
 def box_lines(store: Store, now: float | None = None) -> list[BoxLine]:
@@ -46,6 +49,9 @@ def box_lines(store: Store, now: float | None = None) -> list[BoxLine]:
             walltime = sum((r.spec.get("platform_run") or {}).get("walltime_s") or 0
                            for r in runs)
             idle = None  # an idle login node costs nothing; only allocations do
+        waits = [(r.id, str(w["what"]), float(w.get("since") or r.created)) for r in live
+                 if isinstance(w := (r.spec.get("platform_run") or {}).get("waiting"), dict)
+                 and w.get("what")]
         lines.append(BoxLine(box, uptime, spent, len(live), clocks,
-                             list(box.extra.get("still_billing", [])), idle, walltime))
+                             list(box.extra.get("still_billing", [])), idle, walltime, waits))
     return lines

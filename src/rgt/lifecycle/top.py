@@ -33,7 +33,7 @@ class RunRow:
     progress: str  # `step 120/1000 · loss 2.136 · 5.02 steps/s · ETA 3m00s`
     checkpoint_age_s: float | None
     pulled: bool
-    note: str = ""  # why the status may be stale (the box did not answer)
+    note: str = ""  # why the status may be stale (the box did not answer), or what it waits for
 
 
 @dataclass
@@ -110,11 +110,17 @@ def _row(store: Store, prober: Prober, run, pulled: bool, now: float) -> RunRow:
                                   step_samples(store, run.box, run.id))
     ckpt = summary.get("last_checkpoint") or {}
     mtime = ckpt.get("mtime")
+    note = f"last seen {run.status}; {error}" if error else ""
+    wait = (run.spec.get("platform_run") or {}).get("waiting")
+    if not note and run.status in LIVE and isinstance(wait, dict) and wait.get("what"):
+        # what the platform said the run waits for (a notebook not opened, a queued kernel)
+        since = float(wait.get("since") or run.created)
+        note = f"waiting {max(0.0, now - since) // 60:.0f} min: {wait['what']}"
     return RunRow(
         box=run.box, id=run.id, job=run.job, status=run.status, age_s=now - run.created,
         progress=progress.describe(training, live=run.status in LIVE),
         checkpoint_age_s=now - mtime if isinstance(mtime, int | float) else None,
-        pulled=pulled, note=f"last seen {run.status}; {error}" if error else "")
+        pulled=pulled, note=note)
 
 
 def as_json(f: Frame) -> dict[str, Any]:

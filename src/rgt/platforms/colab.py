@@ -25,6 +25,8 @@ by itself) and says what stays on Drive, in the user's Drive quota.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import shutil
 import time
@@ -32,7 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.platforms.base import Launched, Platform, Released, Request, refuse_unsupported
+from rgt.platforms.base import (
+    Launched,
+    Platform,
+    Released,
+    Request,
+    Teardown,
+    refuse_unsupported,
+)
 from rgt.platforms.notebook_build import (
     BUNDLE_NAME,
     CodeSource,
@@ -50,9 +59,12 @@ from rgt.platforms.notebooks import (
     read_log,
     record_risk,
     risk_is_stale,
+    sha256_of,
     summary,
     tree_bytes,
+    waiting,
     with_box_resources,
+    words,
 )
 from rgt.remote.layout import Layout
 from rgt.spec import JobSpec
@@ -136,12 +148,13 @@ class ColabPlatform(Platform):
         drive = my_drive(str(given))
         staging = rgt_home() / "colab" / request.name
         staging.mkdir(parents=True, exist_ok=True)
+        made = not (drive / "rgt").exists()
         (drive / "rgt").mkdir(exist_ok=True)
         box = Box(name=request.name, profile=self.profile, connection={"drive": str(drive)},
                   data_dir=str(staging), durable_dir=str(drive), rate=request.rate, state="up",
                   created=time.time(),
                   extra={"uname": f"Google Drive through {drive}", "python": None,
-                         "created_dirs": [str(staging)]})
+                         "created_dirs": [str(staging)], "made_drive_rgt": made})
         box.extra["python"] = local_transport(box).python
         store.add_box(box)
         store.record("up", {"profile": self.profile, "drive": str(drive),
@@ -191,7 +204,13 @@ class ColabPlatform(Platform):
                  "`rgt watch` reads the run's state from your Drive sync folder: it lags "
                  "Colab by as long as the sync takes"]
         info = {"kind": "colab", "notebook": str(drive_run / name),
-                "log": str(drive_run / "log.txt")}
+                "log": str(drive_run / "log.txt"),
+                # what rgt wrote to the run's Drive folder: anything else there, or either
+                # file changed (Colab saves a notebook it opened), means the run was touched
+                "wrote": {BUNDLE_NAME: hashlib.sha256(blob).hexdigest(),
+                          name: sha256_of(drive_run / name)},
+                "never_started": True}
+        waiting(info, unopened_note(shown), time.time())
         return Launched(detach=f"colab-notebook:{shown}", platform_run=info, status="starting",
                         notes=notes)
 
@@ -206,10 +225,13 @@ class ColabPlatform(Platform):
         home = run.spec.get("ckpt_home")
         state = read_json(drive_run / "state.json")
         name = Path((run.spec.get("platform_run") or {}).get("notebook") or "notebook").name
+        info = json.loads(json.dumps(run.spec.get("platform_run") or {}))
         if state is None:
-            return summary("starting", state={}, log=log, home=home, cause=(
-                f"waiting for the notebook: open MyDrive/rgt/{run.id}/{name} in Colab and "
-                "Run all (nothing from it has reached this sync folder yet)"))
+            return self._not_started(store, run, info, drive_run, name, log, home)
+        if info.get("never_started") or info.get("waiting"):
+            info["never_started"] = False
+            waiting(info, None)
+            save_info(store, run, info)
         said = state.get("status")
         beat = state.get("heartbeat")
         age = time.time() - beat if type(beat) in (int, float) else None
@@ -241,6 +263,36 @@ class ColabPlatform(Platform):
                                   "resumes from the checkpoints on Drive")
         return summary("unknown", state=state, log=log, home=home,
                        cause="state.json on Drive holds no status rgt knows")
+
+    def _not_started(self, store: Store, run: Run, info: dict[str, Any], drive_run: Path,
+                     name: str, log: Path, home: str | None) -> dict[str, Any]:
+        """No state.json yet: the notebook was never opened (nothing but what rgt wrote is in
+        the run's Drive folder), or it was (Colab saved it back, or files appeared) and its
+        state has not synced here yet. Only the first is a run that never started."""
+        shown = f"MyDrive/rgt/{run.id}/{name}"
+        touched = touched_files(drive_run, info)
+        since = float((info.get("waiting") or {}).get("since") or run.created)
+        waited = words(time.time() - since)
+        if touched:
+            what = (f"notebook in {shown.rsplit('/', 1)[0]}/ opened in Colab, but no state "
+                    "of its run has synced here yet")
+            cause = (f"the notebook {shown} was opened in Colab ({touched}) but nothing from "
+                     "its run has reached this sync folder yet: Runtime > Run all if you have "
+                     "not, or wait for the sync")
+        else:
+            what = unopened_note(shown)
+            cause = (f"the notebook has not been opened yet: open {shown} in Colab "
+                     "(drive.google.com, or colab.research.google.com > File > Open notebook > "
+                     "Google Drive), then Runtime > Run all")
+        changed = waiting(info, what, since)
+        if info.get("never_started") != (not touched):
+            info["never_started"], changed = not touched, True
+        if changed:
+            save_info(store, run, info)
+        out = summary("starting", state={}, log=log, home=home,
+                      cause=f"{cause} (waiting {waited})")
+        out["never_started"] = not touched  # down: no results can exist, none to lose
+        return out
 
     def logs(self, transport: Transport, box: Box, run: Run, *, lines: int | None = None,
              cell: int | None = None, since_byte: int | None = None) -> str:
@@ -276,20 +328,70 @@ class ColabPlatform(Platform):
     def stops_meter(self, box: Box) -> bool:
         return True  # nothing bills: release only says what stays on Drive
 
+    def teardown(self, store: Store, box: Box) -> Teardown:
+        unstarted = self._unstarted(store, box)
+        return Teardown(
+            destroys=[f"rgt's staging {box.data_dir}"]
+            + [f"MyDrive/rgt/{run.id}/ (only the notebook and code rgt wrote: the run never "
+               "started)" for run, _ in unstarted],
+            keeps=["everything else rgt keeps on Drive (runs' logs and outputs, the jobs' "
+                   "checkpoints), in your Google storage quota"],
+            notes=[f"run {run.id} never started (its notebook was never opened): there are no "
+                   "results to lose" for run, _ in unstarted])
+
+    @staticmethod
+    def _unstarted(store: Store, box: Box) -> list[tuple[Run, Path]]:
+        """Live runs that `state` last saw untouched (never_started), with their Drive folder."""
+        found = []
+        for run in store.runs(box.name):
+            info = run.spec.get("platform_run") or {}
+            if run.status in LIVE and info.get("never_started") is True:
+                found.append((run, Path(run.spec["durable_run_dir"])))
+        return found
+
     def release(self, store: Store, box: Box) -> Released:
         drive = Path(box.durable_dir)
-        kept = drive_space(drive)
+        unstarted = self._unstarted(store, box)
+        for run, drive_run in unstarted:  # all checked before anything is removed
+            touched = touched_files(drive_run, run.spec["platform_run"])
+            if (drive_run / "state.json").exists():
+                touched = "its state.json reached Drive"
+            if touched:
+                raise UserError(f"run {run.id} started after rgt looked ({touched}): nothing "
+                                f"was done; `rgt down {box.name}` again judges it as a run "
+                                "with results")
+        removed = []
+        for run, drive_run in unstarted:
+            for rel in run.spec["platform_run"].get("wrote") or {}:
+                with contextlib.suppress(OSError):
+                    (drive_run / rel).unlink()
+            with contextlib.suppress(OSError):
+                drive_run.rmdir()
+                removed.append(f"MyDrive/rgt/{run.id}")
+            ckpt = Path(run.spec.get("ckpt_home") or drive_run)
+            for empty in (ckpt, ckpt.parent, ckpt.parent.parent):  # jobs/<job>/ckpt, if empty
+                if drive / "rgt" in empty.parents:
+                    with contextlib.suppress(OSError):
+                        empty.rmdir()
+        _, files = tree_bytes(drive / "rgt")
+        if not files and box.extra.get("made_drive_rgt"):
+            with contextlib.suppress(OSError):  # the folder `rgt up` made, holding no file
+                for empty in sorted((drive / "rgt").rglob("*"), reverse=True):
+                    empty.rmdir()
+                (drive / "rgt").rmdir()
+        kept = drive_space(drive).removeprefix("Drive: ")
         shutil.rmtree(box.data_dir, ignore_errors=True)  # rgt's staging in RGT_HOME
         for run in store.runs(box.name):
             if run.status in LIVE:
                 store.update_run(run.id, status="cancelled")
-        still = [f"{kept.removeprefix('Drive: ')} — in your Google storage quota until you "
-                 "delete it"]
+        still = [f"{kept} — in your Google storage quota until you delete it"] if files else []
         store.update_box(box.name, extra={**store.box(box.name).extra, "still_billing": still})
         return Released("Colab's free tier bills nothing and its runtime ends by itself (close "
-                        "the tab to end it now); removed rgt's staging here. Kept on Drive: "
-                        f"{kept.removeprefix('Drive: ')} (runs, notebooks, checkpoints)",
-                        still_billing=still)
+                        "the tab to end it now); removed rgt's staging here"
+                        + (f" and what rgt wrote for the runs that never started "
+                           f"({', '.join(removed)})" if removed else "")
+                        + (f". Kept on Drive: {kept} (runs, notebooks, checkpoints)" if files
+                           else ". rgt keeps nothing on Drive"), still_billing=still)
 
     def audit_extras(self, transport: Transport, box: Box) -> dict[str, Any]:
         drive = Path(box.durable_dir)
@@ -300,6 +402,45 @@ class ColabPlatform(Platform):
         else:
             verdicts.append({"level": "ok", "id": "NB1", "message": drive_space(drive)})
         return {"colab": {"drive": str(drive), "verdicts": verdicts}}
+
+
+IGNORED = frozenset({".DS_Store", "desktop.ini", "Thumbs.db"})  # what sync clients add
+
+
+def unopened_note(shown: str) -> str:
+    return (f"notebook not opened yet: open {shown.rsplit('/', 1)[0]}/*.ipynb in Colab, then "
+            "Run all")
+
+
+def touched_files(drive_run: Path, info: dict[str, Any]) -> str:
+    """How the run's Drive folder differs from what rgt wrote there (empty: not at all). A run
+    launched before rgt recorded its files counts as touched: nothing proves otherwise."""
+    wrote = info.get("wrote")
+    if not isinstance(wrote, dict) or not wrote:
+        return "rgt has no record of what it wrote there"
+    try:
+        names = sorted(p.name for p in drive_run.iterdir() if p.name not in IGNORED
+                       and not p.name.endswith(".rgt-tmp"))
+    except OSError:
+        return "its Drive folder cannot be read"
+    extra = [n for n in names if n not in wrote]
+    if extra:
+        return f"{', '.join(extra[:3])} appeared on Drive"
+    for rel, digest in wrote.items():
+        path = drive_run / rel
+        try:
+            same = path.is_file() and not path.is_symlink() and sha256_of(path) == digest
+        except OSError:
+            same = False
+        if not same:
+            return (f"Colab saved {rel} back to Drive" if rel.endswith(".ipynb") else
+                    f"{rel} changed on Drive")
+    return ""
+
+
+def save_info(store: Store, run: Run, info: dict[str, Any]) -> None:
+    run.spec = {**run.spec, "platform_run": info}
+    store.update_run(run.id, spec=run.spec)
 
 
 def stale_after() -> float:

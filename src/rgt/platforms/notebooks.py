@@ -220,3 +220,27 @@ def with_box_resources(box: Box, spec: Any) -> Any:
     if not asked:
         return spec
     return spec.model_copy(update={"resources": spec.resources.model_copy(update=asked)})
+
+
+def waiting(info: dict[str, Any], what: str | None, since: float | None = None) -> bool:
+    """Say in a run's platform record (`platform_run`) what it waits for outside rgt (a person
+    to open its notebook, a place in Kaggle's queue), or clear it (`what` None). `rgt ls` and
+    `rgt top` read it from the store as {"what", "since"} and show how long it has waited.
+    Returns whether the record changed (the caller saves it)."""
+    if what is None:
+        return info.pop("waiting", None) is not None
+    said = info.get("waiting") or {}
+    if said.get("what") == what:
+        return False
+    info["waiting"] = {"what": what, "since": float(said.get("since") or since or time.time())}
+    return True
+
+
+def words(seconds: float) -> str:
+    """A wait as people say it: 40 s, 12 min, 3 h 05 min."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
