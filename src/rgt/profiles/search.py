@@ -57,10 +57,12 @@ _FUZZY_MIN_SCORE = 0.45
 # "Mounted at /content/drive" each share two words with some gotcha); three is evidence.
 _FUZZY_MIN_SHARED = 3
 # A guess is only offered for a line that says something went wrong; an INFO line that shares
-# three words with a gotcha ("wandb: W&B API key is configured") is not a symptom of it.
+# three words with a gotcha ("wandb: W&B API key is configured") is not a symptom of it. A
+# timeout being configured ("timeout to 30 minutes", "timeout=1800") is not one either.
 _TROUBLE = re.compile(
     r"error|fail|fatal|exception|traceback|abort|crash|panic|killed|\bkill|refused|denied|"
-    r"timed?[ -]?out|unable|cannot|can't|couldn't|could not|\bnot\b|\bno\b|n't\b|missing|"
+    r"timed[ -]?out|timing out|\btime[ -]out\b|timeout(?!\s*(=|:\s*\d|to \d|of \d|set\b))|"
+    r"unable|cannot|can't|couldn't|could not|\bnot\b|\bno\b|n't\b|missing|"
     r"\blost\b|\bgone\b|invalid|exceed|insufficient|violat|mismatch|wrong|corrupt|broken|"
     r"unreachable|reset|disconnect|\bdie[sd]?\b|\bdead\b|hang|\bhung\b|stuck|stall|frozen|"
     r"\bslow|vanish|disappear|wipe|evict|preempt|throttl|\boom\b|empty|zero|warn|still|"
