@@ -22,6 +22,7 @@ from rich.table import Table
 from rgt.cli import app
 from rgt.cli.console import console, err_console, print_json, print_registered
 from rgt.errors import UserError
+from rgt.spec import GPU_CONSTRAINT
 from rgt.store import Box, Store
 
 LAMBDA_PANEL = "Rent on Lambda Cloud (--profile lambda, without --ssh/--host)"
@@ -31,7 +32,8 @@ VAST_DISK_GB = 50.0
 # The renting options, shared by `rgt up` and the hidden `rgt rent`. None means "not given",
 # so a flag meant for the other platform (or for a box rented by hand) is caught, not ignored.
 GpuOpt = Annotated[str | None, typer.Option(
-    help="GPU to rent: TYPE:COUNT (H100:1, A100:8) or a Lambda instance type name.",
+    help="GPU to rent: TYPE:COUNT (H100:1, A100:8) or a Lambda instance type name; several, "
+         "comma-separated, are tried in order until one has capacity (H100:1,A100:1).",
     rich_help_panel=LAMBDA_PANEL)]
 RegionOpt = Annotated[str | None, typer.Option(
     help="Region (default: the first with capacity, or the filesystem's).",
@@ -95,10 +97,14 @@ def up_request(*, gpu=None, cpus=None, mem=None, disk=None, image=None, region=N
                volume=None, cloud=None, container_disk=None) -> tuple[dict, dict]:
     """`rgt up`'s flags as (resources, options): the vocabulary's words, and the platform's
     own settings. None means "not given", so the platform can refuse a flag it cannot use."""
-    resources = {"gpu": gpu, "cpus": cpus, "mem": mem,
+    choices = [g.strip() for g in gpu.split(",")] if gpu else []
+    if gpu and not all(GPU_CONSTRAINT.match(g) for g in choices):
+        raise UserError(f"--gpu {gpu!r}: give TYPE:COUNT, or several separated by commas, "
+                        "first preferred (H100:1,A100:1)")
+    resources = {"gpu": choices[0] if choices else None, "cpus": cpus, "mem": mem,
                  "disk": None if disk is None else f"{disk:g}G", "image": image,
                  "region": region, "spot": spot or None, "bid": bid, "nodes": nodes,
-                 "time": time}
+                 "time": time, "gpu_alternatives": choices if len(choices) > 1 else None}
     options = {"filesystem": filesystem, "ssh_key": ssh_key, "wait": wait, "offer": offer,
                "onstart": onstart, "secrets": tuple(secret or ()) or None,
                "image_cuda": image_cuda, "volume": volume, "cloud": cloud,
@@ -125,44 +131,60 @@ def show_rented(box: Box, first: bool) -> None:
 
 @app.command()
 def offers(
-    gpu: Annotated[str, typer.Option(help="GPU name as vast.ai spells it (RTX_4090, H100_SXM).")
-                   ] = "RTX_4090",
+    profile: Annotated[str, typer.Option("--profile", "-p", help="The renting platform: "
+                                         "vastai, lambda or runpod.")] = "vastai",
+    gpu: Annotated[str | None, typer.Option(
+        help="GPU as the platform spells it, TYPE or TYPE:COUNT (vast.ai: RTX_4090, H100_SXM; "
+             "Lambda: H100:1; RunPod: RTX4090:1).", show_default="vast.ai: RTX_4090; "
+             "others: every type")] = None,
     max_price: Annotated[float | None, typer.Option(help="Most USD per hour.")] = None,
-    num_gpus: Annotated[int, typer.Option(help="GPUs per instance.")] = 1,
-    min_reliability: Annotated[float, typer.Option(help="Host reliability floor (VAST7).")
-                               ] = 0.98,
-    unverified: Annotated[bool, typer.Option(help="Include unverified hosts (VAST7).")] = False,
+    num_gpus: Annotated[int | None, typer.Option(help="GPUs per instance.",
+                                                 show_default="1")] = None,
+    region: Annotated[str | None, typer.Option(
+        help="Only what can start there (Lambda region, RunPod data centre).")] = None,
+    min_reliability: Annotated[float | None, typer.Option(
+        help="vast.ai: host reliability floor (VAST7).", show_default="0.98")] = None,
+    unverified: Annotated[bool, typer.Option(help="vast.ai: include unverified hosts (VAST7).")
+                          ] = False,
     interruptible: Annotated[bool, typer.Option(help="Bid (interruptible) offers.")] = False,
+    cloud_: Annotated[str | None, typer.Option("--cloud", help="RunPod: secure or community.",
+                                               show_default="secure")] = None,
     limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable rows.")] = False,
 ) -> None:
-    """vast.ai offers with safe filters on (verified, rentable, direct SSH, reliable)."""
-    from rgt.platforms import vastai
+    """What a renting platform has now: vast.ai offers, Lambda capacity, RunPod stock.
 
-    rows = vastai.offers(gpu, max_price, num_gpus=num_gpus, min_reliability=min_reliability,
-                         verified=not unverified, interruptible=interruptible, limit=limit)
+    vast.ai (the default) is searched with safe filters on (verified, rentable, direct SSH,
+    reliable); Lambda lists its instance types with the regions that have capacity; RunPod its
+    GPU types with stock per data centre. A platform that rents nothing through an API says so.
+    """
+    from rgt.lifecycle import cloud
+    from rgt.platforms.base import OfferQuery
+
+    if num_gpus is not None and num_gpus < 1:
+        raise UserError(f"--num-gpus {num_gpus}: give 1 or more")
+    options = {k: v for k, v in (("min_reliability", min_reliability),
+                                 ("unverified", unverified or None), ("cloud", cloud_))
+               if v is not None}
+    query = OfferQuery(gpu=gpu, count=num_gpus, region=region, spot=interruptible,
+                       max_price=max_price, limit=limit, options=options)
+    found = cloud.offers(profile, query)
     if as_json:
-        print_json("offers", offers=[o.as_row() for o in rows])
+        print_json("offers", offers=found.records)
         return
-    if not rows:
-        price = "" if max_price is None else f"max ${max_price:g}/h, "
-        err_console.print(f"no {escape(gpu)} offers match ({price}reliability ≥ "
-                          f"{min_reliability:g}); check the GPU name (RTX_4090, H100_SXM) or "
-                          "loosen --max-price or --min-reliability", highlight=False)
+    if not found.rows:
+        err_console.print(escape(found.empty), highlight=False)
         raise typer.Exit(1)
-    table = Table(title=f"vast.ai {escape(gpu)} offers (verified, direct SSH)",
-                  title_justify="left")
-    for column in ("offer", "gpus", "$/h", "bandwidth $/GB up/down", "reliability",
-                   "cuda max / driver", "disk GB", "where"):
+    table = Table(title=escape(found.title), title_justify="left")
+    for column in found.columns:
         table.add_column(column)
-    for o in rows:
-        table.add_row(str(o.id), f"{o.num_gpus}× {escape(o.gpu_name)}", f"{o.usd_per_hour:.3f}",
-                      f"{o.bandwidth_up_usd_per_gb:.3f} / {o.bandwidth_down_usd_per_gb:.3f}",
-                      f"{o.reliability:.3f}", f"{o.cuda_max_good} / {escape(o.driver_version)}",
-                      f"{o.disk_gb:.0f}", escape(o.location))
+    for row in found.rows:
+        table.add_row(*(escape(cell) for cell in row))
     console.print(table)
-    console.print("Bandwidth is billed per GB in both directions, in every state (VAST9). "
-                  "Next: rgt up NAME --profile vastai --offer ID --image IMG --disk GB")
+    for note in found.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+    if found.next:
+        console.print(escape(found.next))
 
 
 @app.command(hidden=True)
@@ -209,22 +231,9 @@ def cloud_status(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
 ) -> None:
     """What the platform's API says about a rented box's instance, and what it means."""
-    store = Store()
-    box = store.box(name)
-    if box.profile == "lambda":
-        from rgt.platforms.lambda_cloud import instance_status
+    from rgt.lifecycle import cloud
 
-        status = instance_status(box)
-    elif box.profile == "vastai":
-        from rgt.platforms.vastai import instance_status as vast_instance_status
-
-        status = vast_instance_status(store, box)
-    elif box.profile == "runpod":
-        from rgt.platforms.runpod import pod_status
-
-        status = pod_status(store, box)  # also records a moved SSH port (RP6)
-    else:
-        raise UserError(f"box {name!r} ({box.profile}) was not rented through an API")
+    box, status = cloud.cloud_status(Store(), name)
     if as_json:
         print_json("cloud-status", box=name, instance=status)
         return

@@ -63,7 +63,7 @@ VERBS: tuple[Verb, ...] = (
     Verb("doctor", _CLI + "doctor_cmd",
          "Read the run's log and the box's probe and list the gotchas that apply, with evidence."),
     Verb("offers", _CLI + "cloud_cmd",
-         "vast.ai offers with safe filters on (verified, rentable, direct SSH, reliable)."),
+         "What a renting platform has now: vast.ai offers, Lambda capacity, RunPod stock."),
     Verb("cloud-status", _CLI + "cloud_cmd",
          "What the platform's API says about a rented box's instance, and what it means."),
     Verb("rent", _CLI + "cloud_cmd",

@@ -70,6 +70,19 @@ The API, as the lifecycle calls it (every profile has a platform: `platform_for(
         render(box, spec, run_id, *, dependency=None) -> str
             What `launch` would submit (an sbatch script; multi-document YAML manifests), for
             `rgt render` and `rgt run --dry-run`. Runs nothing, touches no box.
+        offers(query: OfferQuery) -> Offers
+            `rgt offers --profile P`: what the platform would rent right now for the query
+            (vast.ai's offers, Lambda's instance types with capacity, RunPod's GPU stock), as
+            one table. A platform without it has nothing to list (the CLI says so, exit 2).
+        cloud_status(store, box) -> dict
+            `rgt cloud-status`: what the control plane's API says about a rented box's
+            instance: {"instance_id", "state" or "status", "advice", "gotcha"?, "status_msg"?,
+            "billing"?}. Only for a box rgt rented (box.extra["instance_id"]).
+        cancel_grace(box, run) -> float | None
+            The seconds between SIGTERM and SIGKILL that `cancel` will really give a run the
+            platform's scheduler holds, read back from it (a Kubernetes Job's pods:
+            terminationGracePeriodSeconds); None when it cannot tell. `rgt cancel` prints this
+            one, never a default the platform does not apply.
 
 `SshPlatform` (rgt.platforms.ssh) implements every required verb for a box that answers SSH
 or is this machine: register the target, the detached on-box runner, the probe, `tail` for
@@ -197,6 +210,46 @@ def refuse_options(platform: str, allowed: set[str], options: dict[str, Any]) ->
         name = "secret" if extra[0] == "secrets" else extra[0]
         raise UserError(f"--{name.replace('_', '-')} does not apply to --profile {platform} "
                         "(see `rgt up --help` for each platform's settings)")
+
+
+def gpu_choices(resources: Resources) -> list[str]:
+    """The GPUs a request accepts, first preferred: `gpu`, then its alternatives (a SkyPilot
+    task's list or mapping, or `--gpu A:1,B:1`), each once."""
+    choices = [resources.gpu] if resources.gpu else []
+    for gpu in resources.gpu_alternatives:
+        if gpu not in choices:
+            choices.append(gpu)
+    return choices
+
+
+@dataclass
+class OfferQuery:
+    """What `rgt offers` asks a platform: the words of the vocabulary that pick a machine, and
+    the platform's own filters (vast.ai: min_reliability, unverified; RunPod: cloud) in
+    `options`, refused by name by a platform that has no use for them."""
+
+    gpu: str | None = None                   # MODEL or MODEL:COUNT; None: the platform's list
+    count: int | None = None                 # GPUs per machine, when `gpu` does not say
+    region: str | None = None
+    spot: bool = False
+    max_price: float | None = None           # USD per hour
+    limit: int = 20
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Offers:
+    """What a platform offers for a query, as one table: `rows` are shown under `columns`,
+    `records` are the same rows for `--json`; `empty` is the one line said when nothing
+    matched, `next` the command that rents one of them."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    empty: str = "nothing matches"
+    next: str = ""
+    notes: list[str] = field(default_factory=list)
 
 
 class Platform(ABC):

@@ -47,13 +47,21 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.platforms.base import Released, Request, refuse_options, refuse_unsupported
+from rgt.platforms.base import (
+    OfferQuery,
+    Offers,
+    Released,
+    Request,
+    gpu_choices,
+    refuse_options,
+    refuse_unsupported,
+)
 from rgt.platforms.http import (
     AmbiguousCreate,
     ApiClient,
@@ -139,6 +147,37 @@ def capacity(gpu: str | None = None) -> list[InstanceType]:
     return matching_types(types, gpu) if gpu else sorted(types, key=lambda t: t.usd_per_hour)
 
 
+def lambda_offers(query: OfferQuery) -> Offers:
+    """Instance types as `rgt offers` shows them: cheapest first, with where each can launch."""
+    refuse_options("lambda", set(), query.options)
+    if query.spot:
+        raise UserError("Lambda rents on-demand instances only: it has no spot or "
+                        "interruptible capacity; drop --interruptible")
+    gpu = query.gpu
+    if gpu and query.count and ":" not in gpu and not gpu.startswith("gpu_"):
+        gpu = f"{gpu}:{query.count}"
+    types = capacity(gpu)
+    if query.max_price is not None:
+        types = [t for t in types if t.usd_per_hour <= query.max_price]
+    if query.region:
+        types = [t for t in types if query.region in t.regions]
+    shown = types[:query.limit]
+    where = f" in {query.region}" if query.region else ""
+    return Offers(
+        title=f"Lambda instance types{' for ' + gpu if gpu else ''}{where} (capacity now)",
+        columns=["type", "gpus", "$/h", "regions with capacity"],
+        rows=[[t.name, t.description, f"{t.usd_per_hour:.2f}",
+               ", ".join(t.regions) or "none right now"] for t in shown],
+        records=[{"id": t.name, "description": t.description, "usd_per_hour": t.usd_per_hour,
+                  "regions": t.regions} for t in shown],
+        empty=(f"no Lambda instance type{' for ' + gpu if gpu else ''}"
+               + (f" under ${query.max_price:g}/h" if query.max_price is not None else "")
+               + (f" has capacity in {query.region}" if query.region else "")
+               + "; try another --gpu (H100:1, A100:8) or drop the filters"),
+        next="Capacity comes and goes (LAM5): rgt up NAME --profile lambda --gpu TYPE:COUNT "
+             "[--region R] waits for it (--wait)")
+
+
 # filesystems --------------------------------------------------------------------------------
 
 def find_filesystem(api: ApiClient, name: str) -> dict[str, Any]:
@@ -180,36 +219,56 @@ def _ssh_key_name(api: ApiClient, ssh_key: str | None) -> str:
                     " add one in the console (SSH keys) if you have none")
 
 
-def wait_for_capacity(api: ApiClient, gpu: str, region: str | None, *, wait_s: float,
-                      poll_s: float, on_wait: Notify, deadline: float | None = None
-                      ) -> tuple[InstanceType, str]:
-    """Poll GET /instance-types until a matching type has capacity (in `region`, if given).
+def wait_for_capacity(api: ApiClient, gpu: str | Sequence[str], region: str | None, *,
+                      wait_s: float, poll_s: float, on_wait: Notify,
+                      deadline: float | None = None) -> tuple[InstanceType, str]:
+    """Poll GET /instance-types until a type that fits one of the GPUs asked for has capacity
+    (in `region`, if given). Several GPUs (`--gpu H100:1,A100:1`, a task's accelerator list)
+    are tried in order on every poll: the first with capacity wins, and each one skipped is
+    said with why.
 
     `deadline` (monotonic) is the whole `--wait`, shared with the launches that lost a race."""
+    gpus = [gpu] if isinstance(gpu, str) else list(gpu)
+    asked = ", ".join(gpus)
     deadline = time.monotonic() + wait_s if deadline is None else deadline
+    where = f"in {region}" if region else "in any region"
     polls = 0
+    said: list[str] = []
     while True:
         polls += 1
         types = instance_types(api)
-        candidates = matching_types(types, gpu)
-        if not candidates:
+        skipped: list[str] = []
+        unknown = []
+        for choice in gpus:
+            candidates = matching_types(types, choice)
+            if not candidates:
+                unknown.append(choice)
+                skipped.append(f"{choice}: Lambda has no instance type for it")
+                continue
+            for itype in candidates:  # cheapest first
+                regions = itype.regions if region is None else [r for r in itype.regions
+                                                                if r == region]
+                if regions:
+                    if skipped:
+                        on_wait(f"skipped {'; '.join(skipped)}; taking {choice}: "
+                                f"{itype.name} in {regions[0]}")
+                    return itype, regions[0]
+            skipped.append(f"{choice}: no capacity {where}")
+        if len(unknown) == len(gpus):
             known = ", ".join(sorted(t.name for t in types)) or "none"
-            raise UserError(f"Lambda has no instance type for --gpu {gpu} (types: {known})")
-        for itype in candidates:  # cheapest first
-            regions = itype.regions if region is None else [r for r in itype.regions
-                                                            if r == region]
-            if regions:
-                return itype, regions[0]
+            raise UserError(f"Lambda has no instance type for --gpu {asked} (types: {known})")
         left = deadline - time.monotonic()
-        where = f"in {region}" if region else "in any region"
         if left <= 0:
             raise UserError(
-                f"no Lambda capacity for {gpu} {where} after waiting {wait_s:.0f} s "
+                f"no Lambda capacity for {asked} {where} after waiting {wait_s:.0f} s "
                 f"({polls} polls of GET /instance-types); nothing was launched or billed. "
                 f"Wait longer (--wait), try another GPU type"
                 + ("" if region is None else " or region (a filesystem pins the region)")
                 + " (LAM5)")
-        on_wait(f"no capacity for {gpu} {where} yet (poll {polls}); checking again in "
+        if len(gpus) > 1 and skipped != said:  # say each choice's fate once, not every poll
+            on_wait("tried in order: " + "; ".join(skipped))
+            said = skipped
+        on_wait(f"no capacity for {asked} {where} yet (poll {polls}); checking again in "
                 f"{min(poll_s, left):.0f} s, giving up in {left:.0f} s (LAM5)")
         time.sleep(min(poll_s, max(left, 0.01)))
 
@@ -237,13 +296,20 @@ def wait_for_active(api: ApiClient, instance_id: str, *, wait_s: float, poll_s: 
         time.sleep(poll_s)
 
 
-def lambda_up(store: Store, name: str, gpu: str = "H100:1", region: str | None = None,
+def lambda_up(store: Store, name: str, gpu: str | Sequence[str] = "H100:1",
+              region: str | None = None,
               filesystem: str | None = None, *, ssh_key: str | None = None,
               wait_s: float = 1800, poll_s: float | None = None, boot_wait_s: float = 900,
               on_wait: Notify = _quiet, identity: str | None = None, ssh_user: str = "ubuntu",
               ssh_port: int | None = None, data_dir: str | None = None,
               durable_dir: str | None = None) -> Box:
-    """Launch a Lambda instance when capacity appears, wait for it, register it as box `name`."""
+    """Launch a Lambda instance when capacity appears, wait for it, register it as box `name`.
+
+    `gpu` may be several choices, first preferred: the first with capacity is launched, and
+    only one instance ever is (a launch refused for capacity made nothing; a lost answer is
+    adopted, never launched again)."""
+    gpus = [gpu] if isinstance(gpu, str) else list(gpu)
+    asked = ", ".join(gpus)
     existing = store.find_box(name)
     if existing and existing.state == "up":
         raise UserError(f"a box named {name!r} is already up; pick another name")
@@ -270,7 +336,7 @@ def lambda_up(store: Store, name: str, gpu: str = "H100:1", region: str | None =
         deadline = time.monotonic() + wait_s  # one --wait for polls and lost races together
         races = 0
         while True:
-            itype, where = wait_for_capacity(api, gpu, region, wait_s=wait_s, poll_s=poll_s,
+            itype, where = wait_for_capacity(api, gpus, region, wait_s=wait_s, poll_s=poll_s,
                                              on_wait=on_wait, deadline=deadline)
             body = {"region_name": where, "instance_type_name": itype.name,
                     "ssh_key_names": [key_name],
@@ -291,7 +357,7 @@ def lambda_up(store: Store, name: str, gpu: str = "H100:1", region: str | None =
                 # the next launch may not leave before the documented gap: past --wait, stop
                 if time.monotonic() + dict(POLICY.gaps(LAUNCH))[LAUNCH] >= deadline:
                     raise UserError(
-                        f"Lambda listed capacity for {gpu} but refused {races} launches as "
+                        f"Lambda listed capacity for {asked} but refused {races} launches as "
                         f"insufficient-capacity within --wait {wait_s:.0f} s; nothing was "
                         f"launched or billed. Wait longer (--wait) or try another GPU type "
                         f"(LAM5)") from None
@@ -301,6 +367,7 @@ def lambda_up(store: Store, name: str, gpu: str = "H100:1", region: str | None =
         # In the store before anything else can fail: a launched instance bills.
         store.record("cloud-launch", {"platform": "lambda", "instance_id": instance_id,
                                       "type": itype.name, "region": where, "adopted": adopted,
+                                      "asked": gpus,
                                       "filesystem": fs and fs["name"]}, box=name)
         on_wait(f"launched {itype.name} in {where} (${itype.usd_per_hour:.2f}/h, billing from "
                 f"health check): instance {instance_id}")
@@ -413,12 +480,21 @@ class LambdaPlatform(SshPlatform):
                             f"{request.name} --profile lambda --gpu H100:1`); to register an "
                             "instance you launched in the console give --ssh 'ssh ubuntu@IP'")
         wait = options.get("wait")
-        return lambda_up(store, request.name, request.resources.gpu, request.resources.region,
+        return lambda_up(store, request.name, gpu_choices(request.resources),
+                         request.resources.region,
                          options.get("filesystem"), ssh_key=options.get("ssh_key"),
                          wait_s=1800 if wait is None else wait, on_wait=request.on_wait,
                          identity=options.get("identity"),
                          ssh_user=options.get("user") or "ubuntu", ssh_port=options.get("port"),
                          data_dir=request.data_dir, durable_dir=request.durable_dir)
+
+    def offers(self, query: OfferQuery) -> Offers:
+        """`rgt offers --profile lambda`: the instance types (those fitting --gpu), their price
+        and the regions with capacity right now (LAM5: capacity, not price, is the catch)."""
+        return lambda_offers(query)
+
+    def cloud_status(self, store: Store, box: Box) -> dict[str, Any]:
+        return instance_status(box)
 
     def stops_meter(self, box: Box) -> bool:
         # a box registered by hand (`rgt up --ssh`) has no instance id for the API to act on

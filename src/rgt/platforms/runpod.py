@@ -33,13 +33,23 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
 from rgt.platforms import runpod_api as rp
-from rgt.platforms.base import Launched, Released, Request, Teardown, refuse_unsupported
+from rgt.platforms.base import (
+    Launched,
+    OfferQuery,
+    Offers,
+    Released,
+    Request,
+    Teardown,
+    gpu_choices,
+    refuse_options,
+    refuse_unsupported,
+)
 from rgt.platforms.http import AmbiguousCreate, ApiClient, adopt_lost_create, poll_interval
 from rgt.platforms.ssh import SshPlatform
 from rgt.profiles import load_profile
@@ -103,13 +113,18 @@ def create_body(name: str, gpu: rp.GpuType, count: int, image: str, *, cloud: st
     return body
 
 
-def runpod_up(store: Store, name: str, gpu: str, image: str, *, cloud: str = "SECURE",
+def runpod_up(store: Store, name: str, gpu: str | Sequence[str], image: str, *,
+              cloud: str = "SECURE",
               volume: str | None = None, data_centre: str | None = None,
               container_disk_gb: int = CONTAINER_DISK_GB, volume_gb: int = VOLUME_DISK_GB,
               secrets: tuple[str, ...] = (), identity: str | None = None,
               boot_wait_s: float = 900, poll_s: float | None = None, on_wait: Notify = _quiet,
               data_dir: str | None = None, durable_dir: str | None = None) -> Box:
-    """Create a pod, wait until it runs with its GPUs and answers SSH, register it as `name`."""
+    """Create a pod, wait until it runs with its GPUs and answers SSH, register it as `name`.
+
+    `gpu` may be several choices, first preferred: one RunPod cannot place (no stock, too many
+    GPUs for its pods, a create refused for want of machines) is skipped with why, and the
+    next is tried. One pod is made at most: a create whose answer was lost is adopted."""
     cloud = cloud.upper()
     if cloud not in ("SECURE", "COMMUNITY"):
         raise UserError(f"--cloud {cloud.lower()}: RunPod has secure and community clouds")
@@ -119,15 +134,10 @@ def runpod_up(store: Store, name: str, gpu: str, image: str, *, cloud: str = "SE
     if missing:
         raise UserError(f"secrets not set in this shell: {', '.join(missing)}; export them "
                         "(they go to the pod as env at create, never in argv)")
-    gpu_name, count = rp.parse_gpu(gpu)
+    choices = [gpu] if isinstance(gpu, str) else list(gpu)
+    asked = [rp.parse_gpu(choice) for choice in choices]  # a bad spelling: before anything
     poll_s = poll_interval() if poll_s is None else poll_s
     with rp.client() as api:
-        types = rp.catalog(api, count=count, cloud=cloud)
-        chosen = rp.pick_gpu(types, gpu_name)
-        most = chosen.max_count.get(cloud.lower(), 0)
-        if count > most:
-            raise UserError(f"RunPod pods of {chosen.name} hold at most {most} GPUs on the "
-                            f"{cloud.lower()} cloud, not {count}; nothing was created")
         vol = None
         if volume:
             vol = rp.find_volume(api, volume)
@@ -138,24 +148,53 @@ def runpod_up(store: Store, name: str, gpu: str, image: str, *, cloud: str = "SE
                     f"data centre, and only at creation (RP7). Use --region "
                     f"{vol['dataCenter']}, or rent without the volume")
         where = vol["dataCenter"] if vol else data_centre
-        if where and chosen.stock.get(where, "NONE") == "NONE":
-            stocked = ", ".join(sorted(chosen.stock)) or "nowhere right now"
-            raise UserError(f"RunPod lists no {chosen.name} stock for {count} GPU(s) in {where} "
-                            f"(it has some in: {stocked}); nothing was created"
-                            + (" — the network volume pins the data centre (RP7)" if vol
-                               else ""))
+        catalogs: dict[int, list[rp.GpuType]] = {}
+        fits: list[tuple[str, rp.GpuType, int]] = []  # (as asked, type, count), in order
+        skipped: dict[str, str] = {}  # GPU as asked → why it was not rented
+
+        def skip(choice: str, why: str) -> None:
+            skipped[choice] = why
+            on_wait(f"skipped {choice}: {why}")
+
+        for choice, (gpu_name, count) in zip(choices, asked, strict=True):
+            if count not in catalogs:
+                catalogs[count] = rp.catalog(api, count=count, cloud=cloud)
+            try:
+                chosen = rp.pick_gpu(catalogs[count], gpu_name)
+                _check_stock(chosen, count, cloud, where, vol)
+            except UserError as err:
+                if len(choices) == 1:
+                    raise
+                skip(choice, str(err).split("; nothing was created")[0])
+                continue
+            fits.append((choice, chosen, count))
         check_login_key(api, identity)
-        body = create_body(name, chosen, count, image, cloud=cloud,
-                           container_disk_gb=container_disk_gb, volume_gb=volume_gb,
-                           volume=vol, data_centre=data_centre,
-                           env={n: os.environ[n] for n in secrets})
+        env = {n: os.environ[n] for n in secrets}
+        # pods already carrying this name are not ours to adopt after a lost answer
         before = {p.get("id") for p in rp.named_pods(api, name)}
-        adopted = False
-        try:
-            pod = api.post("/v2/pods", body, idempotent=False) or {}
-        except AmbiguousCreate as err:
-            pod = _adopt(api, name, before, err, poll_s=poll_s)
-            adopted = True
+        pod, adopted = None, False
+        for choice, chosen, count in fits:
+            if skipped:
+                on_wait(f"trying {choice} ({chosen.name})")
+            body = create_body(name, chosen, count, image, cloud=cloud,
+                               container_disk_gb=container_disk_gb, volume_gb=volume_gb,
+                               volume=vol, data_centre=data_centre, env=env)
+            try:
+                pod = api.post("/v2/pods", body, idempotent=False) or {}
+            except AmbiguousCreate as err:  # it may exist: adopt it, never create again
+                pod = _adopt(api, name, before, err, poll_s=poll_s)
+                adopted = True
+            except rp.ApiError as err:
+                # a refusal made nothing: with another GPU to try, say why and go on
+                if len(choices) == 1 or err.status != 400:
+                    raise
+                skip(choice, f"RunPod could not place it ({err})")
+                continue
+            break
+        if pod is None:
+            tried = "; ".join(f"{c}: {why}" for c, why in skipped.items())
+            raise UserError(f"RunPod has none of the GPUs asked for ({tried}); nothing was "
+                            "created. `rgt offers --profile runpod` shows the stock now")
         pod_id = str(pod["id"])
         rate = float(pod.get("cost") or chosen.price.get(cloud.lower(), 0) * count)
         # In the store before anything else can fail: the pod bills from here.
@@ -186,6 +225,25 @@ def runpod_up(store: Store, name: str, gpu: str, image: str, *, cloud: str = "SE
                           "by terminate (RP3); pull results home before `rgt down`"]
     store.update_box(name, extra=extra)
     return store.box(name)
+
+
+def _check_stock(chosen: rp.GpuType, count: int, cloud: str, where: str | None,
+                 vol: dict[str, Any] | None) -> None:
+    """Refuse, before anything is created, a GPU type RunPod cannot place as asked: more GPUs
+    than one pod of it holds, or no stock for the count and cloud (in `where`, if pinned)."""
+    most = chosen.max_count.get(cloud.lower(), 0)
+    if count > most:
+        raise UserError(f"RunPod pods of {chosen.name} hold at most {most} GPUs on the "
+                        f"{cloud.lower()} cloud, not {count}; nothing was created")
+    if where and chosen.stock.get(where, "NONE") == "NONE":
+        stocked = ", ".join(sorted(chosen.stock)) or "nowhere right now"
+        raise UserError(f"RunPod lists no {chosen.name} stock for {count} GPU(s) in {where} "
+                        f"(it has some in: {stocked}); nothing was created"
+                        + (" — the network volume pins the data centre (RP7)" if vol else ""))
+    if not where and chosen.availability == "NONE" and not chosen.stock:
+        raise UserError(f"RunPod lists no {chosen.name} stock for {count} GPU(s) on the "
+                        f"{cloud.lower()} cloud in any data centre right now; nothing was "
+                        "created")
 
 
 def _adopt(api: ApiClient, name: str, before: set[Any], err: Exception, *,
@@ -229,6 +287,50 @@ def wait_running(api: ApiClient, pod_id: str, *, wait_s: float, poll_s: float,
             on_wait(f"pod {pod_id}: {state['status']}")
             last = state["status"]
         time.sleep(poll_s)
+
+
+def gpu_offers(query: OfferQuery) -> Offers:
+    """The catalog as `rgt offers` shows it: the GPU types fitting --gpu (all without it) that
+    RunPod can place now for the count and cloud asked, cheapest first, with where."""
+    opts = dict(query.options)
+    refuse_options("runpod", {"cloud"}, opts)
+    if query.spot:
+        raise UserError("RunPod's REST API v2 has no interruptible (spot) pods: rgt rents "
+                        "on-demand pods only; drop --interruptible")
+    cloud = str(opts.get("cloud") or "SECURE").upper()
+    if cloud not in ("SECURE", "COMMUNITY"):
+        raise UserError(f"--cloud {cloud.lower()}: RunPod has secure and community clouds")
+    name, count = rp.parse_gpu(query.gpu) if query.gpu else ("", 1)
+    if query.gpu and ":" not in query.gpu and query.count:
+        count = query.count
+    elif query.count and query.count != count:
+        raise UserError(f"--gpu {query.gpu} and --num-gpus {query.count} disagree; give one")
+    with rp.client() as api:
+        types = rp.catalog(api, count=count, cloud=cloud)
+    if name:
+        types = [t for t in types if rp.named_like(t, name)]
+    key = cloud.lower()
+    rows = [t for t in types if t.stock and count <= t.max_count.get(key, 0)
+            and (not query.region or t.stock.get(query.region, "NONE") != "NONE")
+            and (query.max_price is None or t.price.get(key, 0) * count <= query.max_price)]
+    rows.sort(key=lambda t: t.price.get(key, 0))
+    rows = rows[:query.limit]
+    what = f"{name or 'GPU'} pods of {count} GPU(s)"
+    return Offers(
+        title=f"RunPod {what}, {key} cloud (in stock now)",
+        columns=["gpu type", "memory GB", "$/h", "stock by data centre"],
+        rows=[[t.name, str(t.memory_gb), f"{t.price.get(key, 0) * count:.2f}",
+               ", ".join(f"{dc} {level.lower()}" for dc, level in sorted(t.stock.items()))]
+              for t in rows],
+        records=[{"id": t.id, "name": t.name, "memory_gb": t.memory_gb, "count": count,
+                  "cloud": key, "usd_per_hour": round(t.price.get(key, 0) * count, 4),
+                  "stock": t.stock} for t in rows],
+        empty=(f"RunPod has no {what} in stock on the {key} cloud"
+               + (f" in {query.region}" if query.region else "")
+               + (f" under ${query.max_price:g}/h" if query.max_price is not None else "")
+               + "; try another --gpu, --cloud community, or drop the filters"),
+        next="Next: rgt up NAME --profile runpod --gpu 'TYPE:COUNT' --image IMG "
+             "[--volume V] (a network volume pins the data centre, RP7)")
 
 
 # the pod's state, as the verbs need it ---------------------------------------------------------
@@ -332,13 +434,21 @@ class RunpodPlatform(SshPlatform):
                             f"pod you rented in the console give --ssh 'ssh -p PORT root@IP'")
         volume_gb = _gigabytes(res.disk) if res.disk else VOLUME_DISK_GB
         return runpod_up(
-            store, request.name, res.gpu, res.image, cloud=str(options.get("cloud", "SECURE")),
+            store, request.name, gpu_choices(res), res.image,
+            cloud=str(options.get("cloud", "SECURE")),
             volume=options.get("volume"), data_centre=getattr(res, "region", None),
             container_disk_gb=int(options.get("container_disk", CONTAINER_DISK_GB)),
             volume_gb=volume_gb, secrets=tuple(options.get("secrets", ())),
             identity=options.get("identity"),
             boot_wait_s=float(options.get("wait", 900)), on_wait=request.on_wait,
             data_dir=request.data_dir, durable_dir=request.durable_dir)
+
+    def offers(self, query: OfferQuery) -> Offers:
+        """`rgt offers --profile runpod`: GPU types, their price and stock per data centre."""
+        return gpu_offers(query)
+
+    def cloud_status(self, store: Store, box: Box) -> dict[str, Any]:
+        return pod_status(store, box)  # also records a moved SSH port (RP6)
 
     def gate(self, store: Store, box: Box, run: Any) -> dict[str, Any] | None:
         """While the pod cannot run the job (stopped, booting, error) the run reads "paused"

@@ -105,6 +105,12 @@ def _squash(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
+def named_like(gpu: GpuType, name: str) -> bool:
+    """Whether `name`, spelled loosely (h100, rtx-4090), is part of the type's name or id."""
+    squashed = _squash(name)
+    return bool(squashed) and (squashed in _squash(gpu.name) or squashed in _squash(gpu.id))
+
+
 def pick_gpu(types: list[GpuType], name: str) -> GpuType:
     """The GPU type the user means: its exact id, its name, or either spelled loosely
     (RTX4090, rtx-4090); a loose name that fits several (H100 → PCIe, SXM, NVL) must be made

@@ -64,8 +64,11 @@ from typing import Any
 
 from rgt.errors import UserError
 from rgt.platforms.base import (
+    OfferQuery,
+    Offers,
     Released,
     Request,
+    gpu_choices,
     refuse_options,
     refuse_unsupported,
     size_gb,
@@ -219,6 +222,10 @@ def offers(gpu: str = "RTX_4090", max_price: float | None = None, *, num_gpus: i
     return found[:limit]
 
 
+class NoOffer(UserError):
+    """No offer matches the GPU asked for (with the safe filters on): nothing was rented."""
+
+
 def cheapest_offer(gpu: str, *, interruptible: bool, max_price: float | None,
                    on_wait: Notify = _quiet) -> int:
     """The offer `rgt up --gpu MODEL:COUNT` rents: the cheapest with the safe filters on."""
@@ -226,7 +233,7 @@ def cheapest_offer(gpu: str, *, interruptible: bool, max_price: float | None,
     found = offers(name, max_price, num_gpus=int(count or 1), interruptible=interruptible,
                    limit=1)
     if not found:
-        raise UserError(f"no verified, reliable vast.ai offer with direct SSH for --gpu {gpu}"
+        raise NoOffer(f"no verified, reliable vast.ai offer with direct SSH for --gpu {gpu}"
                         + (f" under ${max_price:g}/h" if max_price is not None else "")
                         + "; nothing was rented. Check the GPU name as vast.ai spells it "
                         "(RTX_4090, H100_SXM) with `rgt offers`")
@@ -235,10 +242,48 @@ def cheapest_offer(gpu: str, *, interruptible: bool, max_price: float | None,
     return found[0].id
 
 
+def offer_table(query: OfferQuery) -> Offers:
+    """`offers` as `rgt offers` shows them: cheapest first, bandwidth next to $/h (VAST9)."""
+    opts = dict(query.options)
+    refuse_options("vastai", {"min_reliability", "unverified"}, opts)
+    if query.region:
+        raise UserError("--region: vast.ai offers are filtered by GPU and price here; the "
+                        "table's `where` column shows each host's location")
+    gpu, count = query.gpu or "RTX_4090", query.count
+    if ":" in gpu:
+        gpu, _, given = gpu.partition(":")
+        if count is not None and str(count) != given:
+            raise UserError(f"--gpu {query.gpu} and --num-gpus {count} disagree; give one")
+        count = int(given or 1)
+    reliability = opts.get("min_reliability")
+    reliability = MIN_RELIABILITY if reliability is None else float(reliability)
+    rows = offers(gpu, query.max_price, num_gpus=count or 1, min_reliability=reliability,
+                  verified=not opts.get("unverified"), interruptible=query.spot,
+                  limit=query.limit)
+    price = "" if query.max_price is None else f"max ${query.max_price:g}/h, "
+    return Offers(
+        title=f"vast.ai {gpu} offers (verified, direct SSH)",
+        columns=["offer", "gpus", "$/h", "bandwidth $/GB up/down", "reliability",
+                 "cuda max / driver", "disk GB", "where"],
+        rows=[[str(o.id), f"{o.num_gpus}× {o.gpu_name}", f"{o.usd_per_hour:.3f}",
+               f"{o.bandwidth_up_usd_per_gb:.3f} / {o.bandwidth_down_usd_per_gb:.3f}",
+               f"{o.reliability:.3f}", f"{o.cuda_max_good} / {o.driver_version}",
+               f"{o.disk_gb:.0f}", o.location] for o in rows],
+        records=[o.as_row() for o in rows],
+        empty=(f"no {gpu} offers match ({price}reliability ≥ {reliability:g}); check the GPU "
+               "name (RTX_4090, H100_SXM) or loosen --max-price or --min-reliability"),
+        next="Bandwidth is billed per GB in both directions, in every state (VAST9). "
+             "Next: rgt up NAME --profile vastai --offer ID --image IMG --disk GB")
+
+
 def search(api: ApiClient, query: dict[str, Any]) -> list[dict[str, Any]]:
     """POST /bundles/ with the query as the JSON body (docs.vast.ai search-offers; the official
     client's `search offers`): the legacy GET /bundles/?q= puts it in the URL instead."""
     return (api.post("/bundles/", query) or {}).get("offers") or []
+
+
+class OfferGone(UserError):
+    """The offer was rented or withdrawn before rgt's create: nothing was created."""
 
 
 def get_offer(api: ApiClient, offer_id: int, disk_gb: float | None = None) -> Offer:
@@ -248,7 +293,7 @@ def get_offer(api: ApiClient, offer_id: int, disk_gb: float | None = None) -> Of
         query["allocated_storage"] = disk_gb
     rows = search(api, query)
     if not rows:
-        raise UserError(f"vast.ai offer {offer_id} is gone (rented or withdrawn); pick another "
+        raise OfferGone(f"vast.ai offer {offer_id} is gone (rented or withdrawn); pick another "
                         f"with `rgt offers`")
     return Offer.from_api(rows[0])
 
@@ -490,6 +535,11 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
             created = {"success": True, "new_contract": _adopt(api, name, before, err,
                                                                poll_s=poll_s)}
             adopted = True
+        except ApiError as err:  # a refusal made nothing; a taken offer is said as such
+            if err.code == "no_such_ask":
+                raise OfferGone(f"vast.ai offer {offer.id} was rented by someone else before "
+                                f"rgt's create ({err}); nothing was created") from None
+            raise
         if not created or not created.get("success") or not created.get("new_contract"):
             raise UserError(f"vast.ai did not create an instance on offer {offer.id}: "
                             f"{api.scrub(json.dumps(created))[:200]}")
@@ -697,20 +747,54 @@ class VastPlatform(SshPlatform):
         if r.spot and r.bid is None:
             raise UserError("--spot on vast.ai is an interruptible bid: give --bid USD/h (the "
                             "most you will pay; it cannot be raised later, VAST4)")
-        if offer is None:
-            offer = cheapest_offer(r.gpu or "", interruptible=r.bid is not None,
-                                   max_price=r.bid, on_wait=request.on_wait)
-        return vast_up(store, request.name, int(offer), r.image,
-                       size_gb(r.disk) if r.disk else DISK_GB, bid=r.bid,
-                       onstart=options.get("onstart") or "",
-                       secrets=tuple(options.get("secrets") or ()),
-                       image_cuda_version=options.get("image_cuda"),
-                       wait_s=options.get("wait") or 900, on_wait=request.on_wait,
-                       identity=options.get("identity"), data_dir=request.data_dir,
-                       durable_dir=request.durable_dir)
+        choices = gpu_choices(r)
+        if offer is not None and len(choices) > 1:
+            raise UserError("--offer names one machine: GPU alternatives (--gpu A,B or a "
+                            "task's accelerator list) apply only without it; drop one")
+
+        def create(offer_id: int) -> Box:
+            return vast_up(store, request.name, offer_id, r.image,
+                           size_gb(r.disk) if r.disk else DISK_GB, bid=r.bid,
+                           onstart=options.get("onstart") or "",
+                           secrets=tuple(options.get("secrets") or ()),
+                           image_cuda_version=options.get("image_cuda"),
+                           wait_s=options.get("wait") or 900, on_wait=request.on_wait,
+                           identity=options.get("identity"), data_dir=request.data_dir,
+                           durable_dir=request.durable_dir)
+
+        if offer is not None or len(choices) < 2:
+            if offer is None:
+                offer = cheapest_offer(r.gpu or "", interruptible=r.bid is not None,
+                                       max_price=r.bid, on_wait=request.on_wait)
+            return create(int(offer))
+        # several GPUs, first preferred: the next is tried only when the one before has no
+        # offer or lost it before the create, so nothing was created for it (never two)
+        skipped: list[str] = []
+        for n, gpu in enumerate(choices):
+            try:
+                return create(cheapest_offer(gpu, interruptible=r.bid is not None,
+                                             max_price=r.bid, on_wait=request.on_wait))
+            except NoOffer:
+                why = "no verified, reliable offer with direct SSH" + (
+                    f" under ${r.bid:g}/h" if r.bid is not None else "")
+            except OfferGone:
+                why = "its cheapest offer was taken before the create"
+            skipped.append(f"{gpu}: {why}")
+            if n + 1 < len(choices):
+                request.on_wait(f"skipped {gpu} ({why}); trying {choices[n + 1]}")
+        raise UserError(f"no vast.ai offer for any GPU asked for ({'; '.join(skipped)}); "
+                        "nothing was rented. Check the names as vast.ai spells them "
+                        "(RTX_4090, H100_SXM) with `rgt offers`")
 
     def gate(self, store: Store, box: Box, run: Any) -> dict[str, Any] | None:
         return watch_gate(store, box, run)
+
+    def offers(self, query: OfferQuery) -> Offers:
+        """`rgt offers --profile vastai`: the marketplace with the safe filters on."""
+        return offer_table(query)
+
+    def cloud_status(self, store: Store, box: Box) -> dict[str, Any]:
+        return instance_status(store, box)
 
     def stops_meter(self, box: Box) -> bool:
         # a box registered by hand (`rgt up --ssh`) has no instance id for the API to act on

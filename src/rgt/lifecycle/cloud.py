@@ -1,0 +1,49 @@
+"""`rgt offers` and `rgt cloud-status`: what a renting platform's control plane says, asked
+through the platform's optional verbs (`offers`, `cloud_status`), never by naming a platform."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from rgt.errors import UserError
+from rgt.platforms import REGISTRY, platform_for
+from rgt.platforms.base import OfferQuery, Offers
+from rgt.profiles import load_profile
+from rgt.store import Box, Store
+
+
+def renting_profiles(verb: str) -> list[str]:
+    """The registered profiles whose platform has `verb` (for the message that names them)."""
+    names = []
+    for name in REGISTRY:
+        with contextlib.suppress(Exception):  # a platform whose extra is missing: not listed
+            if hasattr(platform_for(name), verb):
+                names.append(name)
+    return names
+
+
+def offers(profile: str, query: OfferQuery) -> Offers:
+    """What `profile`'s platform would rent now for `query`; refused in one line by a platform
+    that rents nothing through an API (Slurm, Kubernetes, an SSH box)."""
+    if query.limit < 1:
+        raise UserError(f"--limit {query.limit}: give the number of offers to show, 1 or more")
+    name = load_profile(profile).name
+    platform = platform_for(name)
+    if not hasattr(platform, "offers"):
+        raise UserError(f"--profile {name} has no offers to list: rgt does not rent its "
+                        f"machines through an API. `rgt offers` lists what "
+                        f"{', '.join(renting_profiles('offers'))} rent")
+    return platform.offers(query)
+
+
+def cloud_status(store: Store, name: str) -> tuple[Box, dict[str, Any]]:
+    """The box, and what its platform's API says about its instance (or pod)."""
+    box = store.box(name)
+    platform = platform_for(box.profile)
+    if not hasattr(platform, "cloud_status") or not box.extra.get("instance_id"):
+        raise UserError(f"box {name!r} ({box.profile}) was not rented through an API: "
+                        f"`rgt cloud-status` asks the control plane of a box `rgt up` rented "
+                        f"({', '.join(renting_profiles('cloud_status'))}); "
+                        f"`rgt watch {name}` shows its runs")
+    return box, platform.cloud_status(store, box)
