@@ -335,8 +335,8 @@ def test_stop_meter_scancels_live_jobs(slurm_cluster, slurm_box, tmp_path):
 def test_rgt_cancel_scancels_the_job(slurm_cluster, slurm_box, slurm_env, tmp_path):
     """`rgt cancel` reaches SlurmPlatform.cancel: scancel, not the on-box runner's stop."""
     store, box = slurm_box
-    # held until an hour from now, so the job is PENDING when cancelled, deterministically (a
-    # cancel that raced the job's launch sometimes failed to end it; see the closing note)
+    # held until an hour from now, so the job is PENDING when cancelled (a running job's
+    # cancel is the next tests')
     spec_path = write_spec(tmp_path, name="idle", run="sleep 300",
                            resources={"mem": "100M", "cpus": 1},
                            slurm={"sbatch_args": ["--begin=now+3600"]})
@@ -347,6 +347,149 @@ def test_rgt_cancel_scancels_the_job(slurm_cluster, slurm_box, slurm_env, tmp_pa
     assert f"(scancel {job_id})" in cancelled.stdout, cancelled.stdout
     slurm_cluster.wait_for_job(job_id, timeout=60)
     summary = watch.refresh(store, box, store.run("hpc", run.id))
+    assert summary["status"] == "cancelled", summary
+
+
+TRAINER = r"""
+import os, signal, sys, time
+stop = []
+if os.environ.get("IGNORE_TERM"):
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, signal.SIG_IGN)
+else:
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, lambda n, _: stop.append(signal.Signals(n).name))
+print("training", flush=True)
+while not stop:
+    time.sleep(0.1)
+with open(os.path.join(os.environ["RGT_CKPT_DIR"], "last.txt"), "w") as f:
+    f.write("step 7\n")
+print(f"checkpointed on {stop[0]}", flush=True)
+sys.exit(85)
+"""
+
+
+def job_processes(run_id: str) -> list[str]:
+    """Every process on this node that carries the run's environment (the batch shell, srun,
+    the step's shell, the trainer): `ps` lines, so a failure names the survivors."""
+    needle = f"RGT_RUN_ID={run_id}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if needle in (proc / "environ").read_bytes().split(b"\0"):
+                found.append(f"{proc.name} " + (proc / "cmdline").read_bytes()
+                             .replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue  # gone meanwhile, or a kernel thread
+    return found
+
+
+def start_running(slurm_cluster, store, env, spec_path: Path, ready: str
+                  ) -> tuple[str, str, Path]:
+    """`rgt run`, then wait until squeue says RUNNING and the trainer printed `ready`."""
+    result = rgt("run", "hpc", str(spec_path), env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    run_id = result.stdout.strip().splitlines()[-1]
+    run = store.run("hpc", run_id)
+    job_id, log = run.spec["platform_run"]["job_id"], Path(run.spec["platform_run"]["log"])
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        state = job_record(slurm_cluster, job_id).get("JobState")
+        if state == "RUNNING" and log.exists() and ready in log.read_text():
+            return run_id, job_id, log
+        assert state in ("PENDING", "CONFIGURING", "RUNNING"), (state, slurm_cluster.logs())
+        time.sleep(0.5)
+    pytest.fail(f"job {job_id} never got its trainer going\n{slurm_cluster.logs()}")
+
+
+def left_running_within(slurm_cluster, job_id: str, started: float, bound: float) -> float:
+    """Seconds from `started` until the job was no longer RUNNING; fails past `bound`."""
+    while job_record(slurm_cluster, job_id).get("JobState") == "RUNNING":
+        assert time.monotonic() - started < bound, f"job {job_id} still RUNNING"
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def test_rgt_cancel_of_a_running_job_checkpoints_ends_it_and_never_requeues(
+        slurm_cluster, slurm_box, slurm_env, tmp_path):
+    """A RUNNING job: SIGTERM reaches the trainer, which checkpoints; the job ends CANCELLED
+    within KillWait and a few seconds, no process of it survives, the batch script's
+    requeue-on-signal does not bring it back, and the run pulls with its checkpoint."""
+    store, box = slurm_box
+    train = (f"{PY} -m rgt.examples.train_mlp --steps 100000 --save-every 1000 "
+             "--metrics-every 5 --ckpt-dir $RGT_CKPT_DIR --out $RGT_DURABLE_DIR/out --sleep 0.2")
+    spec_path = write_spec(tmp_path, name="long", run=train, checkpoint_dir="$RGT_CKPT_DIR",
+                           resources={"mem": "1G", "cpus": 1})
+    run_id, job_id, log = start_running(slurm_cluster, store, slurm_env, spec_path, "step=5 ")
+    assert any("rgt.examples.train_mlp" in p for p in job_processes(run_id))
+
+    started = time.monotonic()
+    cancelled = rgt("cancel", "hpc", run_id, "--yes", env=slurm_env)
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    took = left_running_within(slurm_cluster, job_id, started, slurm_cluster.kill_wait + 15)
+    slurm_cluster.wait_for_job(job_id, timeout=slurm_cluster.kill_wait + 30)
+    assert job_processes(run_id) == []
+    assert f"scancel --batch --signal=TERM {job_id}" in cancelled.stdout, cancelled.stdout
+    assert "killed after the grace" not in cancelled.stdout
+
+    rec = job_record(slurm_cluster, job_id)
+    assert (rec["JobState"], rec["Restarts"], rec["Requeue"]) == ("CANCELLED", "0", "0"), rec
+    text = log.read_text()
+    preempted = re.search(r"^preempted step=(\d+) signal=SIGTERM$", text, re.M)
+    assert preempted, text  # the trainer checkpointed on the cancel's SIGTERM
+    assert "was cancelled, so it is not requeued" in text and "requeueing" not in text, text
+    assert took < slurm_cluster.kill_wait + 15
+
+    assert store.run("hpc", run_id).status == "cancelled"
+    watched = rgt("watch", "hpc", run_id, env=slurm_env)
+    assert "cancelled" in watched.stdout and "CANCELLED" in watched.stdout, watched.stdout
+    dest = tmp_path / "pulled"
+    pulled = rgt("pull", "hpc", run_id, "--dest", str(dest), env=slurm_env)
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    saved = sorted(p.name for p in (dest / "ckpt").glob("ckpt-*.pt"))
+    assert saved and int(re.search(r"(\d+)", saved[-1])[1]) == int(preempted[1]), saved
+    assert f"preempted step={preempted[1]}" in "".join(
+        p.read_text() for p in (dest / "logs").iterdir())
+
+
+def test_rgt_cancel_kills_a_trainer_that_ignores_sigterm_after_the_grace(
+        slurm_cluster, slurm_box, slurm_env, tmp_path):
+    store, box = slurm_box
+    spec_path = write_spec(tmp_path, name="deaf", run=f"{PY} trainer.py",
+                           env={"IGNORE_TERM": "1"}, resources={"mem": "200M", "cpus": 1})
+    (spec_path.parent / "trainer.py").write_text(TRAINER)
+    run_id, job_id, _ = start_running(slurm_cluster, store, slurm_env, spec_path, "training")
+    started = time.monotonic()
+    cancelled = rgt("cancel", "hpc", run_id, "--yes", "--grace", "2", env=slurm_env)
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    assert "killed after the grace" in cancelled.stdout, cancelled.stdout
+    assert f"scancel {job_id} after 2 s" in cancelled.stdout, cancelled.stdout
+    slurm_cluster.wait_for_job(job_id, timeout=slurm_cluster.kill_wait + 30)
+    assert time.monotonic() - started < 2 + slurm_cluster.kill_wait + 30
+    assert job_processes(run_id) == []
+    rec = job_record(slurm_cluster, job_id)
+    assert (rec["JobState"], rec["Restarts"]) == ("CANCELLED", "0"), rec
+
+
+def test_a_plain_scancel_of_a_running_job_is_not_requeued_by_its_script(
+        slurm_cluster, slurm_box, slurm_env, tmp_path):
+    """The user's own `scancel JOB` (no Requeue=0 set first): the trainer still checkpoints
+    and exits 85, and the script must still not take that for a walltime warning."""
+    store, box = slurm_box
+    spec_path = write_spec(tmp_path, name="plain", run=f"{PY} trainer.py",
+                           resources={"mem": "200M", "cpus": 1})
+    (spec_path.parent / "trainer.py").write_text(TRAINER)
+    run_id, job_id, log = start_running(slurm_cluster, store, slurm_env, spec_path, "training")
+    slurm_cluster.cmd("scancel", job_id)
+    slurm_cluster.wait_for_job(job_id, timeout=slurm_cluster.kill_wait + 30)
+    assert job_processes(run_id) == []
+    rec = job_record(slurm_cluster, job_id)
+    assert (rec["JobState"], rec["Restarts"]) == ("CANCELLED", "0"), rec
+    text = log.read_text()
+    assert "checkpointed on" in text and "was cancelled, so it is not requeued" in text, text
+    summary = watch.refresh(store, box, store.run("hpc", run_id))
     assert summary["status"] == "cancelled", summary
 
 

@@ -76,6 +76,9 @@ def test_batch_script_directives_and_step():
     assert "module load cuda" in script and "if type module >/dev/null 2>&1; then" in script
     assert "trap 'rgt_forward TERM' TERM" in script
     assert 'scontrol requeue "$SLURM_JOB_ID"' in script
+    # a cancel (Requeue=0, or a plain scancel) is asked about before any requeue
+    assert script.index("if rgt_cancelled; then") < script.index("scontrol requeue")
+    assert '*" Requeue=0 "*) return 0' in script
     assert "export RGT_CKPT_DIR=/scratch/rgt/r1/ckpt" in script
     bash_n(script)
 
@@ -116,7 +119,10 @@ def test_secrets_are_read_byte_for_byte_never_evaluated_and_removed(tmp_path):
     assert not list(tmp_path.glob("pwned*"))
     assert f"rm -f {tmp_path}/secrets.env" in script  # when the run ends …
     requeue = script.index("scontrol requeue")
-    assert script.index("rm -f " + str(tmp_path)) > requeue  # … not before a requeue
+    assert script.rindex("rm -f " + str(tmp_path)) > requeue  # … not before a requeue
+    cancelled = script.index("if rgt_cancelled; then")  # … or once it is cancelled
+    assert cancelled < script.index("rm -f " + str(tmp_path)) < script.index('exit "$rgt_rc"',
+                                                                             cancelled)
     bash_n(script)
 
 

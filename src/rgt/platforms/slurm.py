@@ -18,6 +18,16 @@ The preemption path, end to end:
    the queue and the identical script resumes from the checkpoint. ``--open-mode=append`` keeps
    one log across attempts.
 
+A cancel is not a preemption: a ``scancel`` also sends TERM to the batch shell, and Slurm
+accepts ``scontrol requeue`` for a job it is still killing, so step 3 would bring a cancelled
+job back as a new attempt. Before requeueing, the script asks Slurm (``rgt_cancelled``): a job
+with ``Requeue=0`` (what `SlurmPlatform.cancel` and `release` set first) or one COMPLETING
+with no reason and no restart Slurm made itself (a plain ``scancel``; a walltime kill says
+``Reason=TimeLimit``) is left cancelled, and ends as CANCELLED. (A preemption that kills
+outright, PreemptMode=CANCEL with no GraceTime, looks the same to the job and is not requeued
+either; PreemptMode=REQUEUE is Slurm's own requeue, and a GraceTime leaves the job RUNNING
+while the trainer checkpoints.)
+
 Pure functions (`render_batch_script`, `render_array_script`, `signal_lead`, `grid_cells`,
 `array_range`, `dependency_option`, `torchrun_command`, `parse_records`, `summarize_jobs`) build
 and read the text; `SlurmPlatform` runs it through the transport.
@@ -351,10 +361,29 @@ rgt_wait() {  # wait for $1, re-waiting after a trapped signal interrupts `wait`
     return "$rc"
   done
 }
+rgt_cancelled() {  # is Slurm ending this job for good (a cancel), not warning it?
+  local rec
+  rec=" $(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | head -n 1) "
+  case $rec in *" Requeue=0 "*) return 0 ;; esac  # `rgt cancel` turned requeueing off
+  # Slurm requeued it itself (PreemptMode=REQUEUE, an admin's requeue): not a cancel
+  case $rec in *" Restarts=$rgt_attempt "*) ;; *) return 1 ;; esac
+  # a plain `scancel`: COMPLETING, no reason (a walltime kill says Reason=TimeLimit; the
+  # walltime warning and a preemption's grace leave the job RUNNING)
+  case $rec in *" JobState=CANCELLED "*) return 0 ;; esac
+  case $rec in *" JobState=COMPLETING "*) case $rec in *" Reason=None "*) return 0 ;; esac ;; esac
+  return 1
+}
 """
 
 _EPILOGUE = r"""rgt_rc=$?
 if [ "$rgt_rc" -eq {preempted} ] || {{ [ -n "$rgt_signal" ] && [ "$rgt_rc" -ne 0 ]; }}; then
+  if rgt_cancelled; then
+    echo "[rgt] step exited $rgt_rc after SIG${{rgt_signal:-?}}: job $SLURM_JOB_ID was" \
+      "cancelled, so it is not requeued; its checkpoints stay in $RGT_CKPT_DIR"
+{forget}    trap '' TERM USR1
+    scancel "$SLURM_JOB_ID" 2>/dev/null  # Slurm records CANCELLED, not a failed exit {preempted}
+    exit "$rgt_rc"
+  fi
   echo "[rgt] step exited $rgt_rc after SIG${{rgt_signal:-?}}: requeueing job $SLURM_JOB_ID"
   if scontrol requeue "$SLURM_JOB_ID"; then
     echo "[rgt] requeued: the next attempt resumes from the latest checkpoint"
@@ -420,7 +449,8 @@ def _body(paths: ScriptPaths, env: Mapping[str, str], setup: str, hook: str | No
         "rgt_pid=$!",
         'rgt_wait "$rgt_pid"',
     ]
-    lines += _EPILOGUE.format(preempted=EXIT_PREEMPTED).rstrip("\n").splitlines()
+    forget = f"    rm -f {secrets}\n" if delete_secrets else ""
+    lines += _EPILOGUE.format(preempted=EXIT_PREEMPTED, forget=forget).rstrip("\n").splitlines()
     if outputs:
         globs = " ".join(o if _SAFE_GLOB.match(o) else shlex.quote(o) for o in outputs)
         lines += [
@@ -920,6 +950,14 @@ def submit(transport: Transport, script_path: str, *, cwd: str | None = None) ->
     return result.stdout.strip().splitlines()[-1].split(";")[0]
 
 
+def live_states(transport: Transport, job_id: str) -> dict[str, str]:
+    """{job or array cell: state} for what squeue still lists of the job ({}: it has left)."""
+    out = transport.run(f"squeue -h -j {shlex.quote(job_id)} -o '%i %T'", check=False,
+                        timeout=30)
+    pairs = (line.split() for line in out.stdout.splitlines() if out.ok)
+    return {words[0]: words[1] for words in pairs if len(words) == 2}
+
+
 def job_records(transport: Transport, job_id: str) -> tuple[list[dict[str, str]], str]:
     """The job's records and where they came from: scontrol, then sacct, then jobcomp."""
     out = transport.run(f"scontrol show job -o {shlex.quote(job_id)}", check=False, timeout=30)
@@ -1092,13 +1130,48 @@ class SlurmPlatform(SshPlatform):
 
     def cancel(self, transport: Transport, box: Box, run: Run, grace_s: float
                ) -> dict[str, Any] | None:
-        """scancel: TERM to every step and the batch shell, SIGKILL after KillWait (the
-        cluster's grace, not grace_s). A run rgt did not sbatch is the on-box runner's: None."""
+        """Stop the job for good: its trainer checkpoints first, and nothing requeues it.
+
+        1. ``scontrol update Requeue=0``: Slurm refuses ``scontrol requeue`` from now on, so the
+           batch script's requeue-after-a-signal cannot bring the job back (the script reads
+           Requeue=0 as "cancelled" and says so in the log).
+        2. A running job: SIGTERM to its batch script (``scancel --batch --signal=TERM``), the
+           walltime warning's path; the script forwards it to the step, the trainer
+           checkpoints and exits, and the script ends the job as CANCELLED. Pending cells of
+           an array are cancelled at once.
+        3. Whatever is still queued or running after grace_s gets ``scancel``: SIGTERM to
+           every process of the job, SIGKILL after the cluster's KillWait.
+
+        A run rgt did not sbatch is the on-box runner's: None."""
         job_id = str((run.spec.get("platform_run") or {}).get("job_id") or "")
         if not job_id:
             return None
-        transport.run(f"scancel {shlex.quote(job_id)}", timeout=60)
-        return {"sent": [f"scancel {job_id}"], "escalated": False}
+        job = shlex.quote(job_id)
+        transport.run(f"scontrol update JobId={job} Requeue=0", check=False, timeout=30)
+        sent: list[str] = []
+        escalated = False
+        if "RUNNING" in live_states(transport, job_id).values():
+            transport.run(f"scancel --state=PENDING {job}", check=False, timeout=60)
+            transport.run(f"scancel --batch --signal=TERM {job}", check=False, timeout=60)
+            sent.append(f"scancel --batch --signal=TERM {job_id}: SIGTERM to the batch script, "
+                        "which forwards it to the trainer")
+            deadline = time.monotonic() + grace_s
+            while "RUNNING" in live_states(transport, job_id).values():
+                if time.monotonic() >= deadline:
+                    escalated = True
+                    break
+                time.sleep(1)
+        # what the script has not ended yet (COMPLETING: Slurm is already ending it)
+        if any(state != "COMPLETING" for state in live_states(transport, job_id).values()):
+            result = transport.run(f"scancel {job}", check=False, timeout=60)
+            if not result.ok and any(state != "COMPLETING" for state in
+                                     live_states(transport, job_id).values()):
+                raise UserError(f"scancel {job_id} failed: "
+                                f"{(result.stderr or result.stdout).strip()}")
+            what = (f" after {grace_s:g} s: SIGTERM to every process, SIGKILL after KillWait"
+                    if escalated else "")
+            sent.append(f"scancel {job_id}{what}")
+        return {"sent": sent, "escalated": escalated}
 
     def audit_extras(self, transport: Transport, box: Box) -> dict[str, Any]:
         return {"scheduler": scheduler_audit(transport, box)}
@@ -1118,7 +1191,9 @@ class SlurmPlatform(SshPlatform):
                 out = transport.run(f"squeue -h -o %F -j {','.join(ids)}", check=False,
                                     timeout=30)
                 live = sorted(set(out.stdout.split()) & set(ids), key=int)
-            if live:
+            if live:  # Requeue=0 first: the batch script must not requeue a released job
+                transport.run(f"scontrol update JobId={','.join(live)} Requeue=0", check=False,
+                              timeout=30)
                 transport.run(f"scancel {' '.join(live)}", timeout=60)
         finally:
             transport.close()
