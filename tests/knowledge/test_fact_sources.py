@@ -9,12 +9,17 @@ with the date it was checked, or a statement that the fact is an inference and f
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import yaml
+
+import rgt.profiles
 from rgt.profiles import all_profiles, universal_catalog
 from rgt.profiles.schema import Citation
 
 _SEED = re.compile(r"^seeds/00\d \(")
 _REFERENCE = "reference/universal-gotchas.md"
+DATA = Path(rgt.profiles.__file__).parent / "data"
 
 
 def checkable(citation: Citation) -> bool:
@@ -46,3 +51,26 @@ def test_every_unit_of_facts_names_a_checkable_source():
 def test_inferences_are_marked_and_few():
     inferred = [name for name, cites in units() if any(c.inference for c in cites)]
     assert inferred and len(inferred) <= 15, inferred
+
+
+def test_no_profile_file_repeats_a_key():
+    # YAML keeps the last of two equal keys without a word: a gotcha's `sources: []` above its
+    # real `sources:` list hid nothing, but the other order would drop every citation silently.
+    repeated = []
+
+    def mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                repeated.append(f"{key} at {key_node.start_mark}")
+            seen.add(key)
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    for path in sorted(DATA.glob("*.yaml")):
+        yaml.load(path.read_text(encoding="utf-8"), Loader=Loader)  # a SafeLoader subclass
+    assert not repeated, repeated
