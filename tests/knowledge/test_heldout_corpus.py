@@ -16,7 +16,13 @@ searching:
 - round 3 (56 + 22), collected after that change from threads no corpus or catalog source
   cites and used for nothing else: 45/56 (80.4%; 30/39 on lines whose answer is an older
   gotcha, 15/17 on the new ones, which the collection over-represents) and 0/22 unrelated lines
-  answered. That is the honest figure for lines nobody has seen; it is below the issue's 90%.
+  answered. That was the honest figure for lines nobody had seen, below the issue's 90%. Its
+  misses then drove the next change (rules keyed on whole failure classes in more wordings and
+  locales: OOM-killed and exit code (137) variants, WorkNCCL timeouts, NCCL connect failures,
+  any device driver name, invalid or missing API keys, every line of ssh's host-key warning,
+  CRLF scripts in any locale, Colab's session crash; new gotchas U60-U63): 56/56 and 0/22,
+  so round 3 is now fitted too, no longer held out. A fresh round is needed to measure that
+  change.
 
 The bars below are the measured figures, so a change that loses a hit or adds a false answer
 fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed with what
@@ -44,7 +50,7 @@ ROUNDS = {  # round: (positive key, negative key)
     3: ("round3_positive", "round3_negative"),
 }
 # Measured when each bar was set (see the module docstring).
-MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 45 / 56}
+MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56}
 MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0}
 # The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
 NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}
