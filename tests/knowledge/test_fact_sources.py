@@ -53,6 +53,14 @@ def test_inferences_are_marked_and_few():
     assert inferred and len(inferred) <= 15, inferred
 
 
+def test_every_public_page_carries_the_date_it_was_checked():
+    # a unit may also cite a seed, but a page without its date cannot be rechecked against the
+    # version that said so
+    undated = [(name, c.doc) for name, cites in units() for c in cites
+               if c.doc.startswith(("http://", "https://")) and c.verified is None]
+    assert not undated, undated
+
+
 def test_no_profile_file_repeats_a_key():
     # YAML keeps the last of two equal keys without a word: a gotcha's `sources: []` above its
     # real `sources:` list hid nothing, but the other order would drop every citation silently.
