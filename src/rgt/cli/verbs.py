@@ -94,6 +94,8 @@ class LazyVerbs(TyperGroup):
         # Verbs already imported (a test that imported a module, a verb loaded earlier) are
         # used as they are; the rest stand in as listings. Table order, then any others.
         loaded = dict(commands or {})
+        for command in loaded.values():
+            _reflow(command)
         ordered = {v.name: loaded.pop(v.name, None)
                    or _Listed(name=v.name, help=v.help, hidden=v.hidden) for v in VERBS}
         super().__init__(commands={**ordered, **loaded}, **attrs)
@@ -103,6 +105,22 @@ class LazyVerbs(TyperGroup):
         if isinstance(command, _Listed):
             command = self.commands[name] = load(name)
         return name, command, rest
+
+
+def _reflow(command: Any) -> None:
+    """Join the lines of each help paragraph (and of its subcommands'), as `rgt --help` does.
+
+    Typer's rich help keeps a docstring's line breaks after the first paragraph, so text
+    wrapped at 100 columns in the source came out re-wrapped around those breaks: a short
+    line after every long one at 80 columns. A paragraph starting with \\b is left as it is.
+    """
+    if command.help:
+        paragraphs = command.help.split("\n\n")
+        command.help = "\n\n".join(
+            p if p.startswith("\b") else " ".join(line.strip() for line in p.splitlines())
+            for p in paragraphs)
+    for sub in (getattr(command, "commands", None) or {}).values():
+        _reflow(sub)
 
 
 def load(name: str) -> Any:
