@@ -15,6 +15,7 @@ from rich.panel import Panel
 
 from rgt.cli import app
 from rgt.cli import cloud_cmd as cloud
+from rgt.cli.confirm import typed_name
 from rgt.cli.console import console, duration, err_console, print_json, print_registered
 from rgt.cli.transfer_bar import transfer_bar
 from rgt.errors import UserError
@@ -451,9 +452,11 @@ def down(
         lines += [f"[bold red]NOT PULLED[/] {escape(r)}" for r in plan.live + plan.unverified]
     console.print(Panel("\n".join(lines), title=f"down {name}", expand=False))
     if not yes:
-        typed = typer.prompt(f"Type the box name ({name}) to confirm", default="",
-                             show_default=False)
-        if typed.strip() != name:
+        instead = (f"`echo {name} | rgt down {name} --discard-results` (results are given up "
+                   "only by a typed name, never by --yes)" if not plan.safe else
+                   f"`rgt down {name} --yes`")
+        if not typed_name(f"Type the box name ({name}) to confirm", name, verb="down",
+                          unchanged="nothing was changed", instead=instead):
             raise UserError("confirmation did not match; nothing was done", exit_code=1)
     outcome = down_mod.execute_down(store, plan, discarded=not plan.safe)
     console.print(f"[green]✓[/] {name} is down: {escape(outcome)}")

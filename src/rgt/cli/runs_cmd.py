@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rgt.cli import app
+from rgt.cli.confirm import typed_name
 from rgt.cli.console import console, duration, print_json
 from rgt.errors import UserError
 from rgt.lifecycle import cancel as cancel_mod
@@ -109,14 +110,14 @@ def cancel(
     store = Store()
     box = store.box(name)
     run = store.run(box.name, run_id)
-    grace_s = cancel_mod.default_grace(box) if grace is None else grace
+    grace_s = cancel_mod.grace_for(box, run, grace)  # the one that will really apply
     if run.status not in LIVE:  # before asking: nothing to confirm
         cancel_mod.cancel(store, box, run, grace_s)
-    if not yes:
-        typed = typer.prompt(f"Cancel run {run.id} on {name}? Type the box name ({name}) to "
-                             "confirm", default="", show_default=False)
-        if typed.strip() != name:
-            raise UserError("confirmation did not match; the run goes on", exit_code=1)
+    if not yes and not typed_name(
+            f"Cancel run {run.id} on {name}? Type the box name ({name}) to confirm", name,
+            verb="cancel", unchanged="the run goes on",
+            instead=f"`rgt cancel {name} {run.id} --yes`"):
+        raise UserError("confirmation did not match; the run goes on", exit_code=1)
     console.print(f"stopping {escape(run.id)}: SIGTERM, SIGKILL after {grace_s:g} s ...")
     report = cancel_mod.cancel(store, box, run, grace_s)
     how = "; ".join(report.get("sent") or []) or "its processes were already gone"
