@@ -60,6 +60,28 @@ HARMLESS = [
     "torch 2.4.0+cu121, CUDA available: True, 8 GPUs",
     "Requested 1 x A100 in us-central1-a; instance is RUNNING",
     "GPU quota this week: 12.5 of 30 hours used",
+    "Quota request for NVIDIA_A100_GPUS in us-central1 approved: 8",
+    "Instance i-0abc123 is now running (p4d.24xlarge, us-east-1a)",
+    # the routine lines around a run that mention the words the rules look for
+    "wandb: WARNING Config item 'timeout' was locked by 'sweep' (ignored update).",
+    "node1:2211:2300 [0] NCCL INFO Call to connect returned Connection refused, retrying",
+    "Ignore above cudart dlerror if you do not have a GPU set up on your machine.",
+    "GPU available: True (cuda), used: True",
+    "TPU available: False, using: 0 TPU cores",
+    "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0,1,2,3]",
+    "wandb: Synced 5 W&B file(s), 0 media file(s), 2 artifact file(s) and 0 other file(s)",
+    "[W ProcessGroupNCCL.cpp:1856] Warning: TORCH_NCCL_ASYNC_ERROR_HANDLING is deprecated",
+    "NCCL version 2.18.1+cuda12.1",
+    "srun: job 4242 queued and waiting for resources",
+    "Warning: Permanently added 'ssh.runpod.io' (ED25519) to the list of known hosts.",
+    "Last login: Mon Nov 20 10:00:00 2023 from 203.0.113.9",
+    "Mounted at /content/drive",
+    "Your runtime has 54.8 gigabytes of available RAM",
+    "Requirement already satisfied: numpy in /usr/local/lib/python3.10/dist-packages (1.26.4)",
+    "Killed by the user at step 1200 (Ctrl-C); checkpoint saved",
+    "[INFO] Out-of-memory protection: gradient checkpointing enabled",
+    "timeout: 600s per evaluation batch",
+    "git lfs pull: Downloading model.safetensors (4.9 GB)",
 ]
 
 
