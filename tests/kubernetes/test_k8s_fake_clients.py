@@ -147,3 +147,73 @@ def test_kubectl_talks_to_the_fake(kube, tmp_path):
     assert nodes.split() == ["1", "1"]
     kubectl(kube, "delete", "job", "kubectl-job", "--wait=false")
     assert "NotFound" in kubectl(kube, "get", "job", "kubectl-job", check=False).stderr
+
+
+def _pod(name: str, command: str, *, env=None, volumes=None, mounts=None) -> dict:
+    container = {"name": "c", "image": IMAGE, "command": ["sh", "-c", command],
+                 "env": env or [], "volumeMounts": mounts or []}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "containers": [container],
+                     "volumes": volumes or []}}
+
+
+def _log(core, pod: str) -> str:
+    return core.read_namespaced_pod_log(pod, "ml", _preload_content=False).data.decode()
+
+
+def test_secrets_as_the_api_server_and_kubelet_handle_them(kube, client):
+    """Create, get, 409 on a second create, refused bad data; a pod naming a Secret that is
+    not there waits in CreateContainerConfigError and starts once it exists; secretKeyRef and
+    a secret volume both hand the value to the container; delete, then 404."""
+    core = kubernetes.client.CoreV1Api(client)
+    made = core.create_namespaced_secret("ml", {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tok"},
+        "stringData": {"token": "s3cret"}, "data": {"other": "b3RoZXI="}})
+    assert made.data == {"token": "czNjcmV0", "other": "b3RoZXI="} and made.string_data is None
+    assert core.read_namespaced_secret("tok", "ml").type == "Opaque"
+    with pytest.raises(ApiException) as twice:
+        core.create_namespaced_secret("ml", {"apiVersion": "v1", "kind": "Secret",
+                                             "metadata": {"name": "tok"}, "data": {}})
+    assert twice.value.status == 409 and "already exists" in twice.value.body
+    for data, status in (({"t": "not base64!"}, 400), ({"bad/key": "eA=="}, 422)):
+        with pytest.raises(ApiException) as bad:
+            core.create_namespaced_secret("ml", {"apiVersion": "v1", "kind": "Secret",
+                                                 "metadata": {"name": "bad"}, "data": data})
+        assert bad.value.status == status
+    env = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "later", "key": "token"}}}]
+    core.create_namespaced_pod("ml", _pod("waits", 'echo "got $TOKEN"', env=env))
+    waiting = wait_for(lambda: (lambda s: s if s and s[0].state.waiting and
+                                s[0].state.waiting.reason == "CreateContainerConfigError"
+                                else None)(core.read_namespaced_pod("waits", "ml").status
+                                           .container_statuses))
+    assert waiting[0].state.waiting.message == 'secret "later" not found'
+    core.create_namespaced_secret("ml", {"apiVersion": "v1", "kind": "Secret",
+                                         "metadata": {"name": "later"},
+                                         "stringData": {"token": "now"}})
+    wait_for(lambda: core.read_namespaced_pod("waits", "ml").status.phase == "Succeeded")
+    assert _log(core, "waits") == "got now\n"
+    core.create_namespaced_pod("ml", _pod(
+        "mounted", "cat /etc/tok/token; echo; stat -c %a /etc/tok/token",
+        volumes=[{"name": "t", "secret": {"secretName": "tok", "defaultMode": 0o400}}],
+        mounts=[{"name": "t", "mountPath": "/etc/tok", "readOnly": True}]))
+    wait_for(lambda: core.read_namespaced_pod("mounted", "ml").status.phase == "Succeeded")
+    assert _log(core, "mounted").split() == ["s3cret", "400"]
+    core.delete_namespaced_secret("tok", "ml")
+    with pytest.raises(ApiException) as gone:
+        core.read_namespaced_secret("tok", "ml")
+    assert gone.value.status == 404
+
+
+def test_kubectl_reads_and_deletes_a_secret(kube, tmp_path):
+    (tmp_path / "secret.json").write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "door-x"},
+        "stringData": {"token": "abc"}}))
+    kubectl(kube, "-n", "ml", "create", "--validate=false", "-f", str(tmp_path / "secret.json"))
+    shown = json.loads(kubectl(kube, "-n", "ml", "get", "secret", "door-x", "-o",
+                               "json").stdout)
+    assert shown["data"] == {"token": "YWJj"} and "stringData" not in shown
+    again = kubectl(kube, "-n", "ml", "create", "--validate=false", "-f",
+                    str(tmp_path / "secret.json"), check=False)
+    assert again.returncode != 0 and "already exists" in again.stderr
+    kubectl(kube, "-n", "ml", "delete", "secret", "door-x")
+    assert kube.api.get("secrets", "ml", "door-x") is None

@@ -17,6 +17,7 @@ from rgt.platforms import platform_for
 from rgt.platforms.k8s.manifests import (
     dns_name,
     door_manifest,
+    door_secret_manifest,
     grace_seconds,
     job_manifest,
     pod_script,
@@ -67,7 +68,10 @@ def every_manifest():
     yield "door", door_manifest(name=dns_name("rgt-door", "gpu-box", "a1b2c3", limit=63),
                                 box="gpu-box", image=IMAGE, claim="rgt-gpu-box",
                                 mount_path="/checkpoints", source=script_source("door").decode(),
-                                token="t0ken", pull_secret="regcred")
+                                secret=dns_name("rgt-door", "gpu-box", "a1b2c3", limit=63),
+                                pull_secret="regcred")
+    yield "door-secret", door_secret_manifest(
+        name=dns_name("rgt-door", "gpu-box", "a1b2c3", limit=63), box="gpu-box", token="t0k")
 
 
 SECTION = {"image": "reg.example/train@sha256:" + "c" * 64, "service_account": "trainer",

@@ -133,8 +133,15 @@ def test_cancel_deletes_the_job_and_the_trainer_checkpoints(kube, home, tmp_path
     up(tmp_path)
     run(counter_spec(tmp_path, steps=200))
     wait_for(lambda: "step=2" in rgt("logs", "k8s").stdout, what="training")
+    (job,) = kube.jobs()
+    grace = job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace != 30  # the profile's 30 s would be the wrong number to print
+    other = rgt("cancel", "k8s", "--yes", "--grace", "5")  # the pods' grace is the Job's
+    assert other.returncode == 2 and len(other.stderr.strip().splitlines()) == 1
+    assert f"their own grace, {grace} s" in other.stderr and kube.jobs(), other.stderr
     cancelled = rgt("cancel", "k8s", "--yes")
     assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    assert f"SIGKILL after {grace} s ..." in cancelled.stdout, cancelled.stdout
     assert "(delete job rgt-counter-" in cancelled.stdout, cancelled.stdout
     assert kube.jobs() == []
     wait_for(lambda: not kube.pods(), what="the pods gone")

@@ -33,6 +33,24 @@ def default_grace(box: Box) -> float:
     return grace if grace > 0 else DEFAULT_GRACE_S
 
 
+def grace_for(box: Box, run: Run, asked: float | None) -> float:
+    """The grace `rgt cancel` will really give the run, to say before it acts: the platform's
+    own when its scheduler sets one (a Kubernetes Job's pods: terminationGracePeriodSeconds,
+    sized at launch from the checkpoint write time), which --grace cannot change; else
+    --grace, else the profile's."""
+    platform = platform_for(box.profile)
+    own = None
+    if hasattr(platform, "cancel_grace") and run.status in LIVE and box.state == "up":
+        own = platform.cancel_grace(box, run)
+    if own is None:
+        return default_grace(box) if asked is None else asked
+    if asked is not None and asked != own:
+        raise UserError(f"--grace {asked:g}: the pods of run {run.id} stop with their own "
+                        f"grace, {own:g} s (terminationGracePeriodSeconds, set at launch from "
+                        "the checkpoint write time); drop --grace")
+    return own
+
+
 def cancel(store: Store, box: Box, run: Run, grace_s: float) -> dict[str, Any]:
     """Stop the run (SIGTERM, SIGKILL after grace_s), mark it cancelled, return what was done."""
     if run.status not in LIVE:

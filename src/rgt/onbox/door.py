@@ -2,8 +2,10 @@
 
 rgt reaches it only through the Kubernetes API server's pod proxy
 (``/api/v1/namespaces/NS/pods/NAME:PORT/proxy/...``), so it needs no Service, no port-forward
-and no exec stream. Every request must carry the pod's token (``X-Rgt-Door-Token``); the pod
-binds to its own pod IP (``RGT_DOOR_HOST``, from the downward API).
+and no exec stream. Every request must carry the pod's token (``X-Rgt-Door-Token``), which the
+pod gets from a Secret of its own (``RGT_DOOR_TOKEN`` by secretKeyRef: never in the pod spec,
+never passed on to the commands it runs); the pod binds to its own pod IP (``RGT_DOOR_HOST``,
+from the downward API).
 
     GET  /health                   "ok"
     POST /run                      {"command", "stdin" (base64), "timeout"} → {"rc", "stdout",
@@ -35,6 +37,9 @@ from rgt.onbox._common import HASH_BUF_SIZE, TMP_SUFFIX, fsync_dir
 
 CHUNK = HASH_BUF_SIZE
 TOKEN = os.environ.get("RGT_DOOR_TOKEN", "")
+# what a /run command sees: the pod's environment without the token (it came from the door's
+# Secret through secretKeyRef; a command has no use for it, and its output travels back)
+COMMAND_ENV = {k: v for k, v in os.environ.items() if k != "RGT_DOOR_TOKEN"}
 
 
 def walk(root):
@@ -178,7 +183,8 @@ class Door(BaseHTTPRequestHandler):
             request = json.loads(self._body().decode())
             stdin = base64.b64decode(request.get("stdin") or "")
             done = subprocess.run(["bash", "-c", request["command"]], input=stdin,
-                                  capture_output=True, timeout=float(request.get("timeout") or 60))
+                                  capture_output=True, env=COMMAND_ENV,
+                                  timeout=float(request.get("timeout") or 60))
             self._json({"rc": done.returncode,
                         "stdout": base64.b64encode(done.stdout).decode(),
                         "stderr": base64.b64encode(done.stderr).decode()})

@@ -356,15 +356,34 @@ class KubernetesPlatform(Platform):
             return "\n".join(text.splitlines()[-lines:]) + ("\n" if lines else "")
         return text
 
+    def cancel_grace(self, box: Box, run: Run) -> float | None:
+        """The grace the run's pods really get: terminationGracePeriodSeconds as the cluster
+        holds it (its live pods' spec, else the Job's pod template), set at launch from the
+        measured checkpoint write; None when neither can be read."""
+        job = str((run.spec.get("platform_run") or {}).get("job") or "")
+        if not job:
+            return None
+        with kube_for(box) as kube:
+            found = [(p.get("spec") or {}).get("terminationGracePeriodSeconds")
+                     for p in self._pods(kube, run)
+                     if not (p.get("metadata") or {}).get("deletionTimestamp")]
+            if not any(isinstance(g, int | float) for g in found):
+                spec = (kube.find(kube.ns(BATCH, "jobs", job)) or {}).get("spec") or {}
+                found = [((spec.get("template") or {}).get("spec") or {})
+                         .get("terminationGracePeriodSeconds")]
+        graces = [float(g) for g in found if isinstance(g, int | float) and g >= 0]
+        return max(graces) if graces else None
+
     def cancel(self, transport: Transport, box: Box, run: Run, grace_s: float
                ) -> dict[str, Any]:
         """`rgt cancel` the Kubernetes way: delete the Job; its pods get SIGTERM, then
-        SIGKILL after their terminationGracePeriodSeconds (the checkpoint lead, set at launch:
-        grace_s does not change it), as on a preemption."""
+        SIGKILL after their terminationGracePeriodSeconds (the checkpoint lead, set at launch;
+        `cancel_grace` reads it back for `rgt cancel` to say), as on a preemption."""
         kube = transport.kube if isinstance(transport, DoorTransport) else kube_for(box)
         job = str((run.spec.get("platform_run") or {}).get("job") or "")
         gone = kube.delete(kube.ns(BATCH, "jobs", job)) if job else False
-        return {"sent": [f"delete job {job}" if gone else f"job {job or '?'} already gone"],
+        return {"sent": [f"delete job {job} (its pods: SIGTERM, SIGKILL after {grace_s:g} s)"
+                         if gone else f"job {job or '?'} already gone"],
                 "escalated": False}
 
     # ------------------------------------------------------------------ rgt pull
@@ -406,7 +425,8 @@ class KubernetesPlatform(Platform):
             for job in jobs:
                 kube.delete(kube.ns(BATCH, "jobs", job["metadata"]["name"]))
             doors = kube.items(CORE, "pods", labels=f"{selector},{PART_LABEL}=door")
-            for pod in doors:
+            for pod in doors:  # and the token Secret each door names (its own name)
+                kube.delete(kube.ns(CORE, "secrets", pod["metadata"]["name"]))
                 kube.delete(kube.ns(CORE, "pods", pod["metadata"]["name"]))
             done.append(f"deleted {len(jobs)} Job(s) and their pods"
                         + (f", {len(doors)} door pod(s)" if doors else ""))

@@ -20,6 +20,8 @@ processes) lives in kube_cluster.py.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 import ssl
@@ -42,6 +44,7 @@ RESOURCES = {
     "persistentvolumeclaims": ("/api/v1", "PersistentVolumeClaim", True, ""),
     "events": ("/api/v1", "Event", True, ""),
     "services": ("/api/v1", "Service", True, ""),
+    "secrets": ("/api/v1", "Secret", True, ""),
     "namespaces": ("/api/v1", "Namespace", False, ""),
     "nodes": ("/api/v1", "Node", False, ""),
     "jobs": ("/apis/batch/v1", "Job", True, "batch"),
@@ -248,6 +251,8 @@ class FakeKubeApi:
             problems += job_problems(obj)
         if plural == "pods":
             problems += pod_problems(obj.get("spec") or {}, "spec")
+        if plural == "secrets":
+            problems += secret_problems(obj)
         if problems:
             raise ApiFailure(422, "Invalid", f"{label} is invalid: " + ", ".join(problems),
                              {"name": name, "kind": plural})
@@ -346,6 +351,27 @@ def job_problems(job: dict) -> list[str]:
     if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
         problems.append("spec.completions: Required value: when completion mode is Indexed")
     return problems + pod_problems(template, "spec.template.spec")
+
+
+SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def secret_problems(secret: dict) -> list[str]:
+    """What the API server refuses in a Secret beyond its schema: keys must be
+    [-._a-zA-Z0-9]+ (and unique across data and stringData), and `data` values base64."""
+    problems = []
+    data, text = secret.get("data") or {}, secret.get("stringData") or {}
+    for key in [*data, *text]:
+        if not SECRET_KEY.match(key) or len(key) > 253:
+            problems.append(f'data[{key}]: Invalid value: "{key}": a valid config key must '
+                            "consist of alphanumeric characters, '-', '_' or '.'")
+    for key, value in data.items():
+        try:
+            base64.b64decode(str(value), validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiFailure(400, "BadRequest", f"Secret in version \"v1\" cannot be handled "
+                             f"as a Secret: illegal base64 data in data[{key}]") from None
+    return problems
 
 
 def pod_problems(pod: dict, where: str) -> list[str]:

@@ -10,6 +10,9 @@ that run each pod's container as a real local process.
   the scheduler's own message and a FailedScheduling event (K8S1). A ReadWriteOnce claim in
   use on one node does not attach on another: Multi-Attach (K8S4).
 * An image the fake registry does not hold gives ErrImagePull then ImagePullBackOff (K8S3).
+* Secrets reach a container as the kubelet hands them over: `env[].valueFrom.secretKeyRef`
+  (a missing Secret or key: CreateContainerConfigError, retried until it appears) and `secret`
+  volumes (one file per key, defaultMode; missing: FailedMount, ContainerCreating).
 * The Job controller creates pods up to parallelism/completions (Indexed: one per index, with
   JOB_COMPLETION_INDEX), applies podFailurePolicy (Ignore / FailJob / Count) and backoffLimit,
   activeDeadlineSeconds and ttlSecondsAfterFinished.
@@ -21,6 +24,7 @@ that run each pod's container as a real local process.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import os
 import shutil
@@ -117,6 +121,12 @@ class Cluster:
             spec.setdefault("restartPolicy", "Always")
             spec.setdefault("terminationGracePeriodSeconds", 30)
             obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+        elif plural == "secrets":  # stringData is write-only: merged into data, base64
+            text = obj.pop("stringData", None) or {}
+            obj["data"] = {**(obj.get("data") or {}),
+                           **{k: base64.b64encode(str(v).encode()).decode()
+                              for k, v in text.items()}}
+            obj.setdefault("type", "Opaque")
         elif plural == "persistentvolumeclaims":
             obj["status"] = {"phase": "Pending"}
             obj["spec"].setdefault("volumeMode", "Filesystem")
@@ -423,6 +433,15 @@ class Cluster:
                 self.api.event(pod, "Failed" if reason == "ErrImagePull" else "BackOff",
                                message, "Warning")
                 continue
+            secret_env, trouble = self._secrets(pod, container)
+            if trouble:  # the kubelet retries on its next sync, as a real one does
+                reason, message = trouble
+                if waiting.get("message") != message:
+                    cs["state"] = {"waiting": {"reason": reason, "message": message}}
+                    self.api.touch(pod)
+                    self.api.event(pod, "FailedMount" if reason == "ContainerCreating"
+                                   else "Failed", message, "Warning")
+                continue
             node = pod["spec"]["nodeName"]
             blocked = self._attach(pod, node)
             if blocked:
@@ -431,7 +450,54 @@ class Cluster:
                                "node and can't be attached to another", "Warning",
                                "attachdetach-controller")
                 continue
-            self._run(pod, container, node)
+            self._run(pod, container, node, secret_env)
+
+    def _secret(self, ns: str, name: str) -> dict | None:
+        return self.api.get("secrets", ns, name)
+
+    def _secrets(self, pod: dict, container: dict) -> tuple[dict, tuple[str, str] | None]:
+        """The container's env from secretKeyRef, or why it cannot start yet: a missing
+        Secret or key is CreateContainerConfigError (env) or a FailedMount (a volume), with
+        the kubelet's own words; `optional: true` makes a missing one empty."""
+        ns = pod["metadata"]["namespace"]
+        env = {}
+        for item in container.get("env") or []:
+            ref = (item.get("valueFrom") or {}).get("secretKeyRef")
+            if not ref:
+                continue
+            secret = self._secret(ns, ref["name"])
+            data = (secret or {}).get("data") or {}
+            if ref["key"] not in data:
+                if ref.get("optional"):
+                    continue
+                why = (f'secret "{ref["name"]}" not found' if secret is None else
+                       f"couldn't find key {ref['key']} in Secret {ns}/{ref['name']}")
+                return {}, ("CreateContainerConfigError", why)
+            env[item["name"]] = base64.b64decode(data[ref["key"]]).decode()
+        for volume in pod["spec"].get("volumes") or []:
+            source = volume.get("secret")
+            if source and not source.get("optional") and \
+                    self._secret(ns, source["secretName"]) is None:
+                return {}, ("ContainerCreating", f'MountVolume.SetUp failed for volume '
+                            f'"{volume["name"]}" : secret "{source["secretName"]}" not found')
+        return env, None
+
+    def _secret_volume(self, pod: dict, volume: dict) -> Path:
+        """A secret volume as the kubelet writes it: one file per key (or per `items` entry,
+        at its path), mode defaultMode (0644), in a directory of the pod's own."""
+        meta, source = pod["metadata"], volume["secret"]
+        where = self.root / "secrets" / meta["uid"] / volume["name"]
+        where.mkdir(parents=True, exist_ok=True)
+        data = (self._secret(meta["namespace"], source["secretName"]) or {}).get("data") or {}
+        items = source.get("items") or [{"key": k, "path": k} for k in data]
+        for item in items:
+            if item["key"] not in data:
+                continue
+            target = where / item["path"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(base64.b64decode(data[item["key"]]))
+            target.chmod(item.get("mode", source.get("defaultMode", 0o644)))
+        return where
 
     def _attach(self, pod: dict, node: str) -> str | None:
         """Attach the pod's claims on NODE; the volume name of a ReadWriteOnce claim that is
@@ -450,7 +516,7 @@ class Cluster:
             self.attached[uid] = (node, None)
         return None
 
-    def _run(self, pod: dict, container: dict, node: str) -> None:
+    def _run(self, pod: dict, container: dict, node: str, secret_env: dict) -> None:
         meta = pod["metadata"]
         ip = next(self.ips)
         pod["status"]["podIP"] = ip
@@ -464,6 +530,11 @@ class Cluster:
         fields = {"metadata.name": meta["name"], "metadata.namespace": meta["namespace"],
                   "spec.nodeName": node, "status.podIP": ip}
         for item in container.get("env") or []:
+            if item["name"] in secret_env:
+                env[item["name"]] = secret_env[item["name"]]
+                continue
+            if (item.get("valueFrom") or {}).get("secretKeyRef"):
+                continue  # optional, and not there
             ref = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
             env[item["name"]] = fields.get(ref, "") if ref else str(item.get("value", ""))
         mounts = []
@@ -473,6 +544,8 @@ class Cluster:
             if "persistentVolumeClaim" in volume:
                 source = self.claim_dir(meta["namespace"],
                                         volume["persistentVolumeClaim"]["claimName"])
+            elif "secret" in volume:
+                source = self._secret_volume(pod, volume)
             else:
                 source = self.root / "emptydir" / meta["uid"] / mount["name"]
                 source.mkdir(parents=True, exist_ok=True)

@@ -139,6 +139,10 @@ def create(api, plural: str, ns: str, obj: dict, query: dict):
     if RESOURCES[plural][2] and api.get("namespaces", "", ns) is None:
         raise ApiFailure(404, "NotFound", f'namespaces "{ns}" not found',
                          {"name": ns, "kind": "namespaces"})
+    if not obj.get("kind") or not obj.get("apiVersion"):  # the API server's decoder
+        missing = "apiVersion" if obj.get("kind") else "Kind"
+        raise ApiFailure(400, "BadRequest",
+                         f"Object '{missing}' is missing in '{json.dumps(obj)[:200]}'")
     meta = obj.setdefault("metadata", {})
     if not meta.get("name") and meta.get("generateName"):
         meta["name"] = meta["generateName"] + os.urandom(3).hex()[:5]

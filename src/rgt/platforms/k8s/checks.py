@@ -19,7 +19,10 @@ NEEDED = [("create", "jobs", "batch", ""), ("get", "jobs", "batch", ""),
           ("create", "pods", "", ""), ("list", "pods", "", ""), ("delete", "pods", "", ""),
           ("get", "pods", "", "log"), ("get", "pods", "", "proxy"),
           ("create", "pods", "", "proxy"), ("update", "pods", "", "proxy"),
-          ("list", "events", "", "")]
+          ("list", "events", "", ""),
+          # each door's token lives in a Secret made and deleted with it; rgt never lists or
+          # reads secrets (that would show every Secret of the namespace)
+          ("create", "secrets", "", ""), ("delete", "secrets", "", "")]
 
 
 def kube_for(box: Box) -> Kube:

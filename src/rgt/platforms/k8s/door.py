@@ -10,8 +10,10 @@ RBAC as everything else (`pods/proxy`), request bodies for uploads and `Range` f
 download. rgt uses (c): the door pod runs `rgt.onbox.door` (stdlib Python from the job's own
 image) with the claim mounted where the Job mounts it, answers only requests that carry its
 random token, deletes itself after an hour at the latest (activeDeadlineSeconds) and is deleted
-by `close()` at once. Code reaches the claim the same way (a tar on a PUT), so the image stays
-the environment only, pinned by digest (U30), and a code change needs no image build.
+by `close()` at once. The token lives in a Secret made for the door and deleted with it; the pod
+spec only names it (secretKeyRef), so `get pods` does not show it. Code reaches the claim the
+same way (a tar on a PUT), so the image stays the environment only, pinned by digest (U30), and
+a code change needs no image build.
 
 A ReadWriteOnce claim attaches to one node at a time: while a door holds it, a Job pod on
 another node waits (Multi-Attach, K8S4) until the door is gone — seconds, since `rgt` closes it
@@ -36,7 +38,12 @@ from rgt.errors import UserError
 from rgt.onbox import script_source
 from rgt.onbox.xfer import compile_excludes, excluded
 from rgt.platforms.k8s.api import CORE, ApiError, Kube
-from rgt.platforms.k8s.manifests import DOOR_PORT, dns_name, door_manifest
+from rgt.platforms.k8s.manifests import (
+    DOOR_PORT,
+    dns_name,
+    door_manifest,
+    door_secret_manifest,
+)
 from rgt.transport import Result, TransferStats, TransportError
 from rgt.transport.base import Progress
 
@@ -62,6 +69,7 @@ class DoorTransport:
         self.image, self.python, self.pull_secret = image, python, pull_secret
         self.diagnose = diagnose  # (kube, pod) -> (fatal, why) | None: why a pod is stuck
         self.pod: str | None = None
+        self.secret: str | None = None
         self.token = ""
 
     # ------------------------------------------------------------------ the door pod
@@ -71,10 +79,19 @@ class DoorTransport:
             return self.pod
         self.token = secrets.token_urlsafe(24)
         name = dns_name("rgt-door", self.box, secrets.token_hex(3), limit=63)
+        # the token goes in a Secret of the door's own (same name), never in the pod spec:
+        # anyone who may read pods could read it there
+        self.kube.create(self.kube.ns(CORE, "secrets"),
+                         door_secret_manifest(name=name, box=self.box, token=self.token))
+        self.secret = name
         manifest = door_manifest(name=name, box=self.box, image=self.image, claim=self.claim,
                                  mount_path=self.mount_path, source=script_source("door")
-                                 .decode(), token=self.token, pull_secret=self.pull_secret)
-        self.kube.create(self.kube.ns(CORE, "pods"), manifest)
+                                 .decode(), secret=name, pull_secret=self.pull_secret)
+        try:
+            self.kube.create(self.kube.ns(CORE, "pods"), manifest)
+        except BaseException:
+            self.shut_door()  # the Secret goes too: nothing is left behind
+            raise
         self.pod = name
         deadline = time.monotonic() + open_timeout()
         pause = 0.05
@@ -117,7 +134,14 @@ class DoorTransport:
         self.kube.close()
 
     def shut_door(self) -> None:
-        """Delete the door pod (the API client stays usable; a later call opens a new one)."""
+        """Delete the door's token Secret, then its pod (the API client stays usable; a later
+        call opens a new door, with a new token). Secret first: a pod left behind is found by
+        its labels (`rgt down` deletes it and the Secret of its name); a Secret is never
+        listed, so none may outlive its pod."""
+        if self.secret:
+            with contextlib.suppress(UserError):
+                self.kube.delete(self.kube.ns(CORE, "secrets", self.secret))
+            self.secret = None
         if self.pod:
             # if this fails, its activeDeadlineSeconds ends it within the hour
             with contextlib.suppress(UserError):

@@ -14,13 +14,15 @@
 * A sweep is one Indexed Job: completions = cells, parallelism = max_parallel, and each pod
   reads its cell from JOB_COMPLETION_INDEX.
 * The door: a short-lived pod that mounts the claim and serves rgt.onbox.door, reached through
-  the API server's pod proxy (see rgt.platforms.k8s.door for why this path).
+  the API server's pod proxy (see rgt.platforms.k8s.door for why this path); its token is in a
+  Secret of its own, which the pod names (secretKeyRef) and which goes with it.
 
 Multi-node training (resources.nodes > 1) is refused: one pod may hold many GPUs.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import math
 import re
@@ -326,16 +328,30 @@ def job_manifest(*, name: str, box: str, run_id: str, image: str, script: str,
 # ----------------------------------------------------------------------------- the door
 
 
+DOOR_TOKEN_KEY = "token"
+
+
+def door_secret_manifest(*, name: str, box: str, token: str) -> dict[str, Any]:
+    """The Secret that holds a door's token, created just before its pod and deleted with it:
+    the pod spec only names it (secretKeyRef), so reading pods does not give the token away;
+    reading the Secret takes the `get secrets` right, which RBAC grants apart."""
+    return {"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "labels": labels(box, None, "door")},
+            "type": "Opaque", "immutable": True,
+            "data": {DOOR_TOKEN_KEY: base64.b64encode(token.encode()).decode()}}
+
+
 def door_manifest(*, name: str, box: str, image: str, claim: str, mount_path: str,
-                  source: str, token: str, pull_secret: str | None = None) -> dict[str, Any]:
+                  source: str, secret: str, pull_secret: str | None = None) -> dict[str, Any]:
     """The pod rgt moves files and runs short commands through; it binds to its own pod IP
-    (downward API) and answers only requests carrying its token."""
+    (downward API) and answers only requests carrying the token in the Secret `secret`."""
     container = {
         "name": "door", "image": image,
         # the image's Python, whichever name it has; the server's source is $0
         "command": ["sh", "-c", 'exec "$(command -v python3 || command -v python)" -c "$0"',
                     source],
-        "env": [{"name": "RGT_DOOR_TOKEN", "value": token},
+        "env": [{"name": "RGT_DOOR_TOKEN", "valueFrom": {"secretKeyRef": {
+                    "name": secret, "key": DOOR_TOKEN_KEY}}},
                 {"name": "RGT_DOOR_PORT", "value": str(DOOR_PORT)},
                 {"name": "RGT_DOOR_HOST", "valueFrom": {"fieldRef":
                                                         {"fieldPath": "status.podIP"}}}],
