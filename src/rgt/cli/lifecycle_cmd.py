@@ -30,8 +30,12 @@ from rgt.profiles import load_profile
 from rgt.remote.register import check_dir_flags
 from rgt.spec import load_spec
 from rgt.store import LIVE, Store, check_box_name
+from rgt.transport.transfer import streams_flag
 
 BoxArg = Annotated[str, typer.Argument(help="The box's name, as given to `rgt up`.")]
+StreamsOpt = Annotated[str | None, typer.Option(
+    "--streams", metavar="N", help="Parallel connections for the transfer, 1-64 (default: "
+                                   "chosen from the link's round trip and rate; RGT_STREAMS).")]
 RunArg = Annotated[str | None, typer.Argument(help="Run id (a unique prefix will do); "
                                                    "default: the newest run.")]
 
@@ -177,6 +181,7 @@ def run_cmd(
     detach: Annotated[bool, typer.Option(
         "--detach", "-d", help="Return once the run has started instead of following its "
                                "log (the default when stdout is not a terminal).")] = False,
+    streams: StreamsOpt = None,
 ) -> None:
     """Push the workdir, send secrets on stdin, start the job detached, and follow its log.
 
@@ -184,6 +189,7 @@ def run_cmd(
     Ctrl-C stops following, never the run. With -d, or when stdout is not a terminal (scripts),
     it prints the run id and returns.
     """
+    fixed = streams_flag(streams)
     store = Store()
     spec = load_spec(spec_file)
     if dry_run:
@@ -191,7 +197,7 @@ def run_cmd(
         return
     with transfer_bar("push") as on_progress:
         run, notes = launch.launch(store, name, spec, after=after, fresh=fresh,
-                                   progress=on_progress)
+                                   progress=on_progress, streams=fixed)
     grace = load_profile(store.box(name).profile).facts.spot_grace
     notes += save_hints.hints(spec.workdir, None if grace == "n/a" else grace)
     for note in notes:
@@ -383,11 +389,13 @@ def pull(name: BoxArg, run_id: RunArg = None,
                                     "copy to the durable tier failed (sync-failed).")] = False,
          as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout "
                                                               "(README: JSON output).")] = False,
+         streams: StreamsOpt = None,
          ) -> None:
     """Fetch the run's outputs and checkpoints, re-hash them here, load every checkpoint."""
+    fixed = streams_flag(streams)
     with transfer_bar("pull", quiet=as_json) as on_progress:
         report = pull_mod.pull(Store(), name, run_id, dest, on_progress,
-                               from_scratch=from_scratch)
+                               from_scratch=from_scratch, streams=fixed)
     if as_json:
         print_json("pull", box=name, pull=report)
         raise typer.Exit(0 if report["ok"] else 1)

@@ -71,7 +71,7 @@ def refuse_second_launch(store: Store, box: Box, spec: JobSpec, transport: Trans
 
 def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = None,
            progress=None, fresh: bool = False, resumes: Run | None = None,
-           code_from: str | None = None) -> tuple[Run, list[str]]:
+           code_from: str | None = None, streams: int = 0) -> tuple[Run, list[str]]:
     """Push, hand over secrets, start detached. Returns the run and any notes for the user.
 
     `after` names an earlier run of the same box: this one starts only once that one
@@ -80,7 +80,8 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
     over. `resumes` is the attempt this run continues (`rgt resume`); without it, a launch that
     finds checkpoints from an unfinished run of the job on this box continues that run.
     `code_from` is a code snapshot already on the box (the resumed run's), copied instead of
-    pushing the workdir.
+    pushing the workdir. `streams` fixes the push's parallel connections (0: chosen from the
+    link).
     """
     box = store.box(box_name)
     if box.state != "up":
@@ -108,7 +109,7 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
                         "right now; wait for it, then `rgt watch` its run"):
         return _launch_locked(store, box, spec, profile, platform, dependency,
                               notes, setup, secret_bytes, progress=progress, fresh=fresh,
-                              resumes=resumes, code_from=code_from)
+                              resumes=resumes, code_from=code_from, streams=streams)
 
 
 def launch_lock_path(box: str, job: str) -> str:
@@ -120,8 +121,8 @@ def launch_lock_path(box: str, job: str) -> str:
 
 def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, platform: Platform,
                    dependency, notes: list[str], setup, secret_bytes: bytes, *,
-                   progress, fresh: bool, resumes: Run | None, code_from: str | None
-                   ) -> tuple[Run, list[str]]:
+                   progress, fresh: bool, resumes: Run | None, code_from: str | None,
+                   streams: int = 0) -> tuple[Run, list[str]]:
     run_id = new_run_id(spec.name)
     layout = Layout.of(box, run_id, spec)
     spec = spec.model_copy(update={"setup": setup})
@@ -139,6 +140,8 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
         return run
 
     transport = platform.connect(box)
+    if streams:
+        transport.streams = streams
     pushing = False  # from here until the platform has the job, RUN_DIR is only ours
     try:
         refuse_second_launch(store, box, spec, transport)
@@ -235,7 +238,8 @@ def push(store: Store, transport: Transport, box: Box, spec: JobSpec, layout: La
         stats = transport.put(spec.workdir, layout.code, exclude=push_excludes(spec, store),
                               progress=progress)
         store.record("push", {"bytes_sent": stats.bytes_sent, "files": stats.files,
-                              "seconds": stats.seconds, "attempts": stats.attempts},
+                              "seconds": stats.seconds, "attempts": stats.attempts,
+                              "streams": stats.streams},
                      box=box.name, run=layout.run_id)
     if secret_bytes:
         write_file(transport, f"{layout.run_dir}/secrets.env", secret_bytes)

@@ -122,7 +122,7 @@ def expected_of(run: Run, home_fetched: bool) -> list[tuple[str, str, str]]:
 
 
 def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = None,
-         progress=None, *, from_scratch: bool = False) -> dict[str, Any]:
+         progress=None, *, from_scratch: bool = False, streams: int = 0) -> dict[str, Any]:
     """`_pull`, with a Ctrl-C said in one line: nothing is verified or recorded before the end,
     so the store is as it was and the next pull resumes from the files already here."""
     run = store.run(store.box(box_name).name, run_id)
@@ -130,16 +130,18 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
             f"interrupted (Ctrl-C) while pulling run {run.id} from {box_name}: nothing was "
             "verified or recorded (`rgt down` still refuses); the files already here are kept "
             f"and `rgt pull {box_name} {run.id}` resumes from them")):
-        return _pull(store, box_name, run.id, dest, progress, from_scratch=from_scratch)
+        return _pull(store, box_name, run.id, dest, progress, from_scratch=from_scratch,
+                     streams=streams)
 
 
 def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = None,
-          progress=None, *, from_scratch: bool = False) -> dict[str, Any]:
+          progress=None, *, from_scratch: bool = False, streams: int = 0) -> dict[str, Any]:
     """Fetch a run's results and verify them here.
 
     `from_scratch` is the way out of a sync-failed run: the outputs never reached the
     durable tier but are still in the run's workdir, so they are hard-linked into a pull
-    directory beside it (no extra space on a full box) and fetched from there.
+    directory beside it (no extra space on a full box) and fetched from there. `streams`
+    fixes the transfer's parallel connections (0: chosen from the link).
     """
     box = store.box(box_name)
     run = store.run(box.name, run_id)
@@ -152,6 +154,8 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
     shutil.rmtree(fetched, ignore_errors=True)  # rgt's own directory: last pull's copies
     platform = platform_for(box.profile)
     transport = platform.connect(box)
+    if streams:
+        transport.streams = streams
     try:
         state = check_state(refresh(store, box, run, transport))
         unmatched = state["status"] == "sync-failed" and state["sync"]["missing"]
@@ -190,7 +194,8 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
             stats = TransferStats(stats.bytes_sent + more.bytes_sent,
                                   stats.bytes_received + more.bytes_received,
                                   stats.files + more.files, stats.seconds + more.seconds,
-                                  stats.attempts + more.attempts)
+                                  stats.attempts + more.attempts,
+                                  streams=max(stats.streams, more.streams))
         # whatever the engine did, no symlink leading out of the pull survives it, and this
         # runs before rgt writes anything (the logs) into the tree
         swept = sweep_links(local)
@@ -222,7 +227,7 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
                    "source": "workdir" if from_scratch else "durable", "dest": str(local),
                    "evidence": str(evidence / "PULL_VERIFIED.json"), "transfer": {
                        "bytes_received": stats.bytes_received, "seconds": stats.seconds,
-                       "attempts": stats.attempts}})
+                       "attempts": stats.attempts, "streams": stats.streams}})
     write_private(evidence / "PULL_VERIFIED.json", json.dumps(report, indent=1).encode())
     # the store keeps counts and a digest; the list of files stays in the evidence files
     row = {k: v for k, v in report.items() if k != "files"}

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rgt import hostos
+from rgt.errors import UserError
 from rgt.onbox import script_source, xfer
 from rgt.transport.base import (
     AuthenticationFailed,
@@ -122,15 +123,30 @@ class Streams:
         return now
 
 
+MOST_STREAMS = 64
+
+
 def streams_from_env() -> int:
     """RGT_STREAMS: a fixed number of sessions per transfer (0 or unset: chosen per link)."""
     value = os.environ.get("RGT_STREAMS", "").strip()
     if not value:
         return 0
-    if not value.isdecimal() or not 0 <= int(value) <= 64:
-        raise TransportError(f"RGT_STREAMS={value!r}: give a number of streams from 1 to 64, "
-                             "or 0 to let rgt choose")
+    if not value.isdecimal() or not 0 <= int(value) <= MOST_STREAMS:
+        raise TransportError(f"RGT_STREAMS={value!r}: give a number of streams from 1 to "
+                             f"{MOST_STREAMS}, or 0 to let rgt choose")
     return int(value)
+
+
+def streams_flag(value: str | None) -> int:
+    """`--streams N` as typed: 1 to 64 sessions per transfer; None (not given) is 0, chosen
+    per link (or RGT_STREAMS). Anything else is the user's mistake, said in one line."""
+    if value is None:
+        return 0
+    text = value.strip()
+    if not text.isdecimal() or not 1 <= int(text) <= MOST_STREAMS:
+        raise UserError(f"--streams {value!r}: give a number of parallel streams from 1 to "
+                        f"{MOST_STREAMS} (leave it out to let rgt choose from the link)")
+    return int(text)
 
 
 # ----------------------------------------------------------------------------- the work
