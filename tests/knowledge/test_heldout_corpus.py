@@ -23,6 +23,10 @@ searching:
   CRLF scripts in any locale, Colab's session crash; new gotchas U60-U63): 56/56 and 0/22,
   so round 3 is now fitted too, no longer held out. A fresh round is needed to measure that
   change.
+- round 4 (73 + 29; 4 more lines the catalog lacks), collected after that change by someone who
+  never ran search on them, from 70 repositories no corpus or catalog source cites, answers
+  chosen from the catalog first: 60/73 (82.2%) in the top 3 with or without --profile, and
+  0/29 unrelated lines answered.
 
 The bars below are the measured figures, so a change that loses a hit or adds a false answer
 fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed with what
@@ -48,10 +52,11 @@ ROUNDS = {  # round: (positive key, negative key)
     1: ("positive", "negative"),
     2: ("round2_positive", "round2_negative"),
     3: ("round3_positive", "round3_negative"),
+    4: ("round4_positive", "round4_negative"),
 }
 # Measured when each bar was set (see the module docstring).
-MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56}
-MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0}
+MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 60 / 73}
+MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0}
 # The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
 NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}
 
@@ -79,7 +84,7 @@ def _misses(entries: list[dict], *, with_profile: bool = False) -> list[tuple]:
 
 
 def test_the_corpus_is_sourced_sized_and_disjoint_from_the_tuning_corpus():
-    for round_ in (1, 3):  # the rounds sized to measure a rate, not just to probe misses
+    for round_ in (1, 3, 4):  # the rounds sized to measure a rate, not just to probe misses
         assert len(_answerable(round_)) >= 40 and len(HELDOUT[ROUNDS[round_][1]]) >= 20
     tuning_lines = {e["line"] for e in TUNING["positive"] + TUNING["negative"]}
     tuning_threads = {e["source"] for e in TUNING["positive"] + TUNING["negative"]}
@@ -130,7 +135,7 @@ def test_unrelated_lines_get_at_most_the_measured_false_answers(round_):
 
 
 def test_lines_the_catalog_lacks_are_listed_with_what_search_answers():
-    lacking = _lacking(1) + _lacking(2) + _lacking(3)
+    lacking = [e for r in ROUNDS for e in _lacking(r)]
     assert len(lacking) >= 10
     for entry in lacking:
         answer = [(h.gotcha.id, h.why) for h in search_gotchas(entry["line"], limit=3)]
