@@ -212,6 +212,14 @@ def refuse_options(platform: str, allowed: set[str], options: dict[str, Any]) ->
                         "(see `rgt up --help` for each platform's settings)")
 
 
+def refuse_offer_filters(platform: str, allowed: set[str], options: dict[str, Any]) -> None:
+    """An `rgt offers` filter the platform has no use for is named, never ignored."""
+    extra = [k for k in options if k not in allowed]
+    if extra:
+        raise UserError(f"--{extra[0].replace('_', '-')} does not apply to `rgt offers "
+                        f"--profile {platform}` (see `rgt offers --help`)")
+
+
 def gpu_choices(resources: Resources) -> list[str]:
     """The GPUs a request accepts, first preferred: `gpu`, then its alternatives (a SkyPilot
     task's list or mapping, or `--gpu A:1,B:1`), each once."""

@@ -59,6 +59,7 @@ from rgt.platforms.base import (
     Released,
     Request,
     gpu_choices,
+    refuse_offer_filters,
     refuse_options,
     refuse_unsupported,
 )
@@ -149,7 +150,7 @@ def capacity(gpu: str | None = None) -> list[InstanceType]:
 
 def lambda_offers(query: OfferQuery) -> Offers:
     """Instance types as `rgt offers` shows them: cheapest first, with where each can launch."""
-    refuse_options("lambda", set(), query.options)
+    refuse_offer_filters("lambda", set(), query.options)
     if query.spot:
         raise UserError("Lambda rents on-demand instances only: it has no spot or "
                         "interruptible capacity; drop --interruptible")

@@ -47,7 +47,7 @@ from rgt.platforms.base import (
     Request,
     Teardown,
     gpu_choices,
-    refuse_options,
+    refuse_offer_filters,
     refuse_unsupported,
 )
 from rgt.platforms.http import AmbiguousCreate, ApiClient, adopt_lost_create, poll_interval
@@ -293,7 +293,7 @@ def gpu_offers(query: OfferQuery) -> Offers:
     """The catalog as `rgt offers` shows it: the GPU types fitting --gpu (all without it) that
     RunPod can place now for the count and cloud asked, cheapest first, with where."""
     opts = dict(query.options)
-    refuse_options("runpod", {"cloud"}, opts)
+    refuse_offer_filters("runpod", {"cloud"}, opts)
     if query.spot:
         raise UserError("RunPod's REST API v2 has no interruptible (spot) pods: rgt rents "
                         "on-demand pods only; drop --interruptible")

@@ -69,6 +69,7 @@ from rgt.platforms.base import (
     Released,
     Request,
     gpu_choices,
+    refuse_offer_filters,
     refuse_options,
     refuse_unsupported,
     size_gb,
@@ -245,7 +246,7 @@ def cheapest_offer(gpu: str, *, interruptible: bool, max_price: float | None,
 def offer_table(query: OfferQuery) -> Offers:
     """`offers` as `rgt offers` shows them: cheapest first, bandwidth next to $/h (VAST9)."""
     opts = dict(query.options)
-    refuse_options("vastai", {"min_reliability", "unverified"}, opts)
+    refuse_offer_filters("vastai", {"min_reliability", "unverified"}, opts)
     if query.region:
         raise UserError("--region: vast.ai offers are filtered by GPU and price here; the "
                         "table's `where` column shows each host's location")
