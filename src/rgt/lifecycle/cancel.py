@@ -4,9 +4,10 @@ The stop goes to the run's on-box RUNNER, not straight to the job: the runner fo
 to the job's process group and records the signal, so state.json says "stopped by SIGTERM" and
 `recover:` does not restart it. After the grace (the time a trainer gets to write its
 checkpoint) whatever is left of the job's group, then the runner, gets SIGKILL. A run that a
-platform's own scheduler holds is stopped by the platform's optional `cancel` (Slurm: scancel,
-TERM to the job's steps and SIGKILL after KillWait; Kubernetes: delete the Job, SIGTERM to its
-pods and SIGKILL after their terminationGracePeriodSeconds).
+platform's own scheduler holds is stopped by the platform's optional `cancel` (Slurm: requeue
+turned off, SIGTERM to the batch script, which forwards it to the trainer, then after the grace
+scancel and SIGKILL after KillWait; Kubernetes: delete the Job, SIGTERM to its pods and SIGKILL
+after their terminationGracePeriodSeconds).
 """
 
 from __future__ import annotations
