@@ -9,7 +9,13 @@ this server: requests sends the absolute URL and we answer as that host would.
 Speaks (shapes from kagglesdk/kernels/types/kernels_api_service.py):
   kernels.KernelsApiService/SaveKernel              ApiSaveKernelRequest → ApiSaveKernelResponse
   kernels.KernelsApiService/GetKernelSessionStatus  → {"status": "RUNNING"|..., "failureMessage"}
-  kernels.KernelsApiService/ListKernelSessionOutput → {"files": [{"url", "fileName"}], "log"}
+      the KernelWorkerStatus names (kernels_enums.py); QUEUED, the enum's 0, is left out of
+      the answer as protobuf's JSON leaves a default out (the client reads it back as QUEUED)
+  kernels.KernelsApiService/ListKernelSessionOutput ApiListKernelSessionOutputRequest {userName,
+      kernelSlug, pageSize, pageToken, versionLabel} → {"files": [{"url", "fileName"}], "log",
+      "nextPageToken"}: one page of at most pageSize files (the server's own cap applies, and
+      a missing pageSize means its default), nextPageToken set while more follow; a token the
+      server did not hand out is refused (400)
   kernels.KernelsApiService/GetAcceleratorQuotaStatistics → {"gpuQuota": {"timeUsed": "12.5s"..}}
 and GET of the output URLs it hands out. Errors are {"code": N, "message": "..."} with that HTTP
 status (what kagglesdk turns into HTTPError).
@@ -19,8 +25,15 @@ directory holding input/ (the kernel sources' latest outputs), working/ and temp
 Kaggle, a script that exits non-zero or outlives the session cap is ERROR and its working/
 is thrown away (NB2); otherwise working/ becomes the version's output.
 
+A pushed version waits QUEUED (at least `queue_s`, and while `max_sessions` versions run)
+before it runs, as Kaggle queues sessions. `statuses` scripts what the status call answers for
+a kernel (a list of raw values, one per call, the last repeated: "PREEMPTED", 7, ...) to try
+a client against statuses it does not know.
+
 Where the real service may differ: the enum spelling on the wire (kagglesdk accepts both
-"RUNNING" and prefixed names), the exact error texts, queueing, the GPU itself (none here),
+"RUNNING" and prefixed names), the exact error texts, the page sizes (the default and the cap
+here are the fake's: kagglesdk's own kernels_output asks for 20), how long a queue lasts and
+how many sessions run at once, the GPU itself (none here),
 the mount path of a kernel source under /kaggle/input (rgt's script searches for its marker
 instead of assuming one), and whether a kernel may list itself as a source (not used).
 """
@@ -46,8 +59,13 @@ SHAPES = {"NvidiaTeslaT4", "NvidiaTeslaP100", "TpuV5E8"}
 class FakeKaggle:
     def __init__(self, root: Path, user: str = "alice", key: str = "k3y",
                  session_cap_s: float = 60, gpu_quota_s: float = 30 * 3600,
-                 refuse_saves: str | None = None) -> None:
+                 refuse_saves: str | None = None, queue_s: float = 0.5,
+                 max_sessions: int = 2, page_default: int = 20, page_cap: int = 100) -> None:
         self.root, self.user, self.key = root, user, key
+        self.queue_s, self.max_sessions = queue_s, max_sessions
+        self.page_default, self.page_cap = page_default, page_cap
+        self.statuses: dict[str, list] = {}  # slug -> raw status answers, scripted by a test
+        self.queue: list[tuple[str, dict]] = []  # (slug, version) waiting for a session
         # an account-level refusal of every save, as the error field of a 200 answer (the
         # shape of the quota refusal; the text is the test's, not one Kaggle is known to send)
         self.refuse_saves = refuse_saves
@@ -58,6 +76,8 @@ class FakeKaggle:
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.stopped = threading.Event()
+        self.scheduler = threading.Thread(target=self._schedule, daemon=True)
 
     @property
     def proxy(self) -> str:
@@ -65,9 +85,11 @@ class FakeKaggle:
 
     def __enter__(self) -> FakeKaggle:
         self.thread.start()
+        self.scheduler.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        self.stopped.set()
         self.server.shutdown()
         for kernel in self.kernels.values():
             for v in kernel["versions"]:
@@ -75,6 +97,21 @@ class FakeKaggle:
                     v["proc"].kill()
 
     # ------------------------------------------------------------------ kernels
+
+    def _schedule(self) -> None:
+        """Start queued versions in order once they have waited queue_s and a session is free."""
+        while not self.stopped.wait(0.05):
+            with self.lock:
+                running = sum(v["status"] == "RUNNING" for k in self.kernels.values()
+                              for v in k["versions"])
+                ready = [(slug, v) for slug, v in self.queue
+                         if time.monotonic() - v["queued_at"] >= self.queue_s]
+                start = ready[:max(0, self.max_sessions - running)]
+                for item in start:
+                    self.queue.remove(item)
+                    item[1]["status"] = "RUNNING"  # before the lock is let go: counted
+            for slug, version in start:
+                self._run_version(slug, version)
 
     def _run_version(self, slug: str, version: dict) -> None:
         base = self.root / "sessions" / f"{slug}-v{version['number']}"
@@ -92,7 +129,7 @@ class FakeKaggle:
         started = time.monotonic()
         proc = subprocess.Popen([sys.executable, str(base / "script.py")], cwd=base / "working",
                                 env=env, stdout=log, stderr=subprocess.STDOUT)
-        version.update(proc=proc, status="RUNNING", base=base)
+        version.update(proc=proc, base=base)
 
         def watch() -> None:
             try:
@@ -146,9 +183,9 @@ class FakeKaggle:
             version = {"number": len(kernel["versions"]) + 1, "text": body["text"],
                        "gpu": gpu, "internet": body.get("enableInternet"),
                        "kernel_sources": list(body.get("kernelDataSources") or []),
-                       "status": "QUEUED"}
+                       "status": "QUEUED", "queued_at": time.monotonic()}
             kernel["versions"].append(version)
-        self._run_version(slug, version)
+            self.queue.append((slug, version))
         return 200, {"ref": f"/code/{self.user}/{slug}", "url":
                      f"http://localhost/code/{self.user}/{slug}",
                      "versionNumber": version["number"], "kernelId": kernel["id"]}
@@ -178,22 +215,46 @@ class FakeKaggle:
         if version is None:
             return 404, {"code": 404, "message": "Kernel not found"}
         if method == "GetKernelSessionStatus":
-            out = {"status": version["status"]}
+            scripted = self.statuses.get(body["kernelSlug"])
+            if scripted:
+                said = scripted.pop(0) if len(scripted) > 1 else scripted[0]
+                return 200, {"status": said}
+            out = {} if version["status"] == "QUEUED" else {"status": version["status"]}
             if version.get("failure"):
                 out["failureMessage"] = version["failure"]
             return 200, out
         if method == "ListKernelSessionOutput":
-            files = []
-            if version.get("output"):
-                root = Path(version["output"])
-                for path in sorted(root.rglob("*")):
-                    if path.is_file():
-                        rel = path.relative_to(root).as_posix()
-                        token = base64.urlsafe_b64encode(str(path).encode()).decode()
-                        files.append({"url": f"http://localhost/fake-output/{token}",
-                                      "fileName": rel})
-            return 200, {"files": files, "log": version.get("log", "")}
+            return self._output_page(body, version)
         return 404, {"code": 404, "message": f"no such method {method}"}
+
+    def _output_page(self, body: dict, version: dict) -> tuple[int, dict]:
+        size = body.get("pageSize")
+        if size is not None and (type(size) is not int or size < 0):
+            return 400, {"code": 400, "message": "Invalid page size"}
+        size = min(size or self.page_default, self.page_cap)
+        files = []
+        if version.get("output"):
+            root = Path(version["output"])
+            files = [p for p in sorted(root.rglob("*")) if p.is_file()]
+        start = 0
+        if body.get("pageToken"):
+            # opaque to the client: the version and the offset, as the server handed it out
+            try:
+                number, start = json.loads(base64.urlsafe_b64decode(body["pageToken"]))
+            except (ValueError, TypeError):
+                return 400, {"code": 400, "message": "Invalid page token"}
+            if number != version["number"] or type(start) is not int or \
+                    not 0 < start < len(files):
+                return 400, {"code": 400, "message": "Invalid page token"}
+        page = files[start:start + size]
+        out = {"files": [{"url": "http://localhost/fake-output/"
+                                 + base64.urlsafe_b64encode(str(p).encode()).decode(),
+                          "fileName": p.relative_to(root).as_posix()} for p in page],
+               "log": version.get("log", "")}
+        if start + size < len(files):
+            out["nextPageToken"] = base64.urlsafe_b64encode(
+                json.dumps([version["number"], start + size]).encode()).decode()
+        return 200, out
 
     def _handler(self):
         fake = self

@@ -27,12 +27,15 @@ def main() -> None:
             out = {"ref": ref, "version": version, "id": meta["id"], "meta": meta}
         elif verb == "wait":
             deadline = time.monotonic() + args.get("timeout", 120)
+            seen = []
             while True:
-                status, failure = client.status(args["id"])
+                status, failure, raw = client.status(args["id"])
+                if not seen or seen[-1] != status:
+                    seen.append(status)
                 if status in ("complete", "error") or time.monotonic() > deadline:
                     break
-                time.sleep(0.2)
-            out = {"status": status, "failure": failure}
+                time.sleep(0.1)
+            out = {"status": status, "failure": failure, "raw": raw, "seen": seen}
         elif verb == "output":
             out = {"files": client.output(args["id"], Path(args["dest"]))}
         elif verb == "quota":

@@ -20,6 +20,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("kaggle")
 HERE = Path(__file__).parent
 STEPS = 40
+# one attempt's budget: the job (torch's import takes seconds on a loaded machine) must save a
+# checkpoint (every 5 steps) inside it, and must not finish its STEPS * SLEEP_S = 20 s in it
+BUDGET_S, SLEEP_S = 15, 0.5
 
 
 def drive(fake: FakeKaggle, home: Path, verb: str, env_extra=None, **args) -> dict:
@@ -48,10 +51,10 @@ def train(steps: int, sleep: float) -> str:
 
 
 def test_session_cap_continues_in_a_new_version_from_the_checkpoint(tmp_path):
-    spec = write_spec(tmp_path, train(STEPS, 0.25))
+    spec = write_spec(tmp_path, train(STEPS, SLEEP_S))
     with FakeKaggle(tmp_path / "kaggle") as fake:
         first = drive(fake, tmp_path, "push", spec=str(spec), run_id="r1", attempt=1,
-                      dest=str(tmp_path / "k1"), budget_s=8, grace_s=20)
+                      dest=str(tmp_path / "k1"), budget_s=BUDGET_S, grace_s=20)
         assert "error" not in first, first
         assert first["meta"]["enable_internet"] is True and first["meta"]["enable_gpu"] is False
         assert drive(fake, tmp_path, "wait", id=first["id"])["status"] == "complete"
@@ -137,3 +140,64 @@ def test_bad_input_each_one_clear_line(tmp_path):
                           env=env, capture_output=True, text=True, timeout=60)
     assert json.loads(done.stdout.strip().splitlines()[-1])["error"].startswith(
         "no Kaggle credentials")
+
+
+def many_outputs(count: int) -> str:
+    return (f"python -c \"import os; os.makedirs('out', exist_ok=True); "
+            f"[open(f'out/f{{i:03d}}.txt', 'w').write(str(i)) for i in range({count})]\"")
+
+
+def test_an_output_listing_of_many_pages_is_followed_to_its_end(tmp_path):
+    """Kaggle hands a version's output out a page at a time (nextPageToken); every file of a
+    kernel with more outputs than one page is pulled, each checked by the manifest."""
+    spec = write_spec(tmp_path, many_outputs(23))
+    with FakeKaggle(tmp_path / "kaggle", page_cap=7) as fake:
+        pushed = drive(fake, tmp_path, "push", spec=str(spec), run_id="r1", attempt=1,
+                       dest=str(tmp_path / "k1"), budget_s=None)
+        assert drive(fake, tmp_path, "wait", id=pushed["id"])["status"] == "complete"
+        files = drive(fake, tmp_path, "output", id=pushed["id"],
+                      dest=str(tmp_path / "pulled"))["files"]
+        listings = [body for method, body in fake.requests
+                    if method == "ListKernelSessionOutput"]
+    pulled = tmp_path / "pulled" / "rgt"
+    entries = [json.loads(x) for x in (pulled / "MANIFEST.jsonl").read_text().splitlines()]
+    entries = [e for e in entries if "sha256" in e]
+    assert len(entries) == 23 and len(files) > 23, (len(entries), len(files))
+    for e in entries:
+        assert hashlib.sha256((pulled / e["path"]).read_bytes()).hexdigest() == e["sha256"]
+    assert len(listings) == -(-len(files) // 7) >= 4, listings  # 7 a page, the server's cap
+    assert not listings[0].get("pageToken") and all(b.get("pageToken") for b in listings[1:])
+    assert {b["pageSize"] for b in listings} == {100}
+
+
+def test_a_queued_version_reads_queued_then_runs(tmp_path):
+    """A pushed version waits in Kaggle's queue before a session takes it (the fake answers
+    QUEUED as protobuf does: no status field at all)."""
+    spec = write_spec(tmp_path, "sleep 2")
+    with FakeKaggle(tmp_path / "kaggle", queue_s=6) as fake:
+        first = drive(fake, tmp_path, "push", spec=str(spec), run_id="r1", attempt=1,
+                      dest=str(tmp_path / "k1"), budget_s=None)
+        waited = drive(fake, tmp_path, "wait", id=first["id"])
+        assert waited["seen"] == ["queued", "running", "complete"], waited
+
+
+def test_statuses_rgt_does_not_know_are_unknown_with_the_raw_value(tmp_path):
+    """A status the enum lacks (the client itself raises KeyError on it), a number, a control
+    sequence: each is 'unknown' with the value as one printable line, never a crash."""
+    from rgt.platforms.kaggle_client import parse_status
+
+    assert parse_status({"status": "KERNEL_WORKER_STATUS_RUNNING"}).name == "running"
+    assert parse_status({"status": "cancelAcknowledged"}).name == "cancel_acknowledged"
+    assert parse_status({}).name == "queued"  # protobuf's JSON leaves the default (0) out
+    evil = parse_status({"status": "\x1b[2J" + "x" * 500, "failureMessage": "a\nb"})
+    assert evil.name == "unknown" and "\x1b" not in evil.raw and len(evil.raw) <= 80, evil
+    assert evil.failure == "'a\\nb'"
+    assert parse_status(["RUNNING"]).raw.startswith("an answer that is not an object")
+    spec = write_spec(tmp_path, "true")
+    with FakeKaggle(tmp_path / "kaggle") as fake:
+        pushed = drive(fake, tmp_path, "push", spec=str(spec), run_id="r1", attempt=1,
+                       dest=str(tmp_path / "k1"), budget_s=None)
+        for said, raw in (("PREEMPTED", "PREEMPTED"), (7, "7"), (None, "None")):
+            fake.statuses["rgt-mlp"] = [said]
+            seen = drive(fake, tmp_path, "wait", id=pushed["id"], timeout=0.5)
+            assert (seen["status"], seen["raw"]) == ("unknown", raw), seen

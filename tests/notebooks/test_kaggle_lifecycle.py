@@ -22,6 +22,9 @@ from rgt.examples import train_mlp
 torch = pytest.importorskip("torch")
 pytest.importorskip("kaggle")
 STEPS = 40
+# one attempt's budget: the job (torch's import takes seconds on a loaded machine) must save a
+# checkpoint (every 5 steps) inside it, and must not finish its STEPS * SLEEP_S = 20 s in it
+BUDGET_S, SLEEP_S = 15, 0.5
 
 
 def write_job(tmp: Path, run: str, name: str = "job.yaml", **extra) -> Path:
@@ -51,8 +54,8 @@ def one_line_exit_2(done: subprocess.CompletedProcess, *words: str) -> str:
 
 
 def test_kaggle_up_run_continues_a_capped_attempt_then_pull_and_down(tmp_path):
-    job = write_job(tmp_path, train(STEPS, 0.25),
-                    env={"RGT_KAGGLE_BUDGET_S": "8", "RGT_KAGGLE_GRACE_S": "20"})
+    job = write_job(tmp_path, train(STEPS, SLEEP_S),
+                    env={"RGT_KAGGLE_BUDGET_S": str(BUDGET_S), "RGT_KAGGLE_GRACE_S": "20"})
     with FakeKaggle(tmp_path / "kaggle") as fake:
         env = {**client_env(fake, tmp_path), "RGT_HOME": str(tmp_path / "home")}
         up = rgt("up", "k1", "--profile", "kaggle", env=env)
@@ -101,8 +104,9 @@ def test_kaggle_up_run_continues_a_capped_attempt_then_pull_and_down(tmp_path):
 def test_a_new_run_of_the_job_resumes_from_the_last_runs_checkpoints(tmp_path):
     """`rgt run` says "resuming" when the job's checkpoint home holds checkpoints; on Kaggle
     the new run's kernel sees them only by mounting the kernel that wrote them."""
-    capped = write_job(tmp_path, train(STEPS, 0.25), env={
-        "RGT_KAGGLE_BUDGET_S": "8", "RGT_KAGGLE_GRACE_S": "20", "RGT_KAGGLE_MAX_ATTEMPTS": "1"})
+    capped = write_job(tmp_path, train(STEPS, SLEEP_S), env={
+        "RGT_KAGGLE_BUDGET_S": str(BUDGET_S), "RGT_KAGGLE_GRACE_S": "20",
+        "RGT_KAGGLE_MAX_ATTEMPTS": "1"})
     with FakeKaggle(tmp_path / "kaggle") as fake:
         env = {**client_env(fake, tmp_path), "RGT_HOME": str(tmp_path / "home")}
         assert rgt("up", "k1", "--profile", "kaggle", env=env).returncode == 0
@@ -179,3 +183,43 @@ def test_audit_shows_the_quota_and_measures_nothing_on_this_machine(tmp_path):
         shown = rgt("audit", "k1", env=env)
         assert shown.returncode == 0 and "Kaggle account: alice" in shown.stdout, shown.stderr
         assert "this machine's" not in shown.stdout
+
+
+def test_a_queued_kernel_reads_queued_and_an_unknown_status_unknown(tmp_path):
+    """While Kaggle queues the version, watch, ls and top say it waits (not running, not
+    failed); a status Kaggle's client does not know reads 'unknown' with its raw value, as one
+    printable line, and the run goes on once Kaggle says something rgt knows."""
+    job = write_job(tmp_path, "echo trained")
+    with FakeKaggle(tmp_path / "kaggle", queue_s=600) as fake:
+        env = {**client_env(fake, tmp_path), "RGT_HOME": str(tmp_path / "home")}
+        assert rgt("up", "k1", "--profile", "kaggle", env=env).returncode == 0
+        started = rgt("run", "k1", str(job), "-d", env=env)
+        assert started.returncode == 0, started.stderr
+        run_id = started.stdout.strip().splitlines()[-1]
+
+        seen = json.loads(rgt("watch", "k1", run_id, "--json", env=env).stdout)["run"]
+        said = " ".join(seen["causes"])
+        assert seen["status"] == "starting", seen
+        assert "queued on Kaggle: waiting for a session, not running yet" in said, said
+        waiting = json.loads(rgt("ls", "--json", env=env).stdout)["boxes"][0]["waiting"]
+        assert waiting and "(kernel alice/rgt-mlp) queued on Kaggle" in waiting[0]["what"]
+        top = rgt("top", "--once", env=env).stdout
+        assert "waiting 0 min: attempt 1 (kernel alice/rgt-mlp) queued on Kaggle" in top, top
+
+        fake.statuses["rgt-mlp"] = ["\x1b[31mPREEMPTED"]
+        odd = rgt("watch", "k1", run_id, "--json", env=env)
+        assert odd.returncode == 0 and "Traceback" not in odd.stderr, odd.stderr
+        summary = json.loads(odd.stdout)["run"]
+        assert summary["status"] == "unknown", summary
+        assert "a status rgt does not know: \"'\\\\x1b[31mPREEMPTED'\"" in summary["causes"][0]
+        shown = rgt("watch", "k1", run_id, env=env)
+        assert shown.returncode == 0 and "\x1b" not in shown.stdout, shown.stdout
+        assert "PREEMPTED" in shown.stdout
+        assert json.loads(rgt("ls", "--json", env=env).stdout)["boxes"][0]["waiting"] == []
+
+        fake.statuses.clear()
+        fake.queue_s = 0  # a session takes it
+        done = rgt("watch", "k1", run_id, "--until-done", "--timeout", "120", "--json",
+                   env=env, timeout=180)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout)["run"]["status"] == "succeeded"

@@ -20,6 +20,13 @@ all again), never ended. `pull` copies from the sync folder once every output ma
 MANIFEST.jsonl the notebook hashed from Drive itself: a file the sync has not finished is
 refused, not pulled. `down` has nothing to stop (the free tier bills nothing; the runtime ends
 by itself) and says what stays on Drive, in the user's Drive quota.
+
+A notebook nobody has opened yet leaves the run "starting": `watch`, `ls` and `top` say so
+(the platform_run's "waiting" note) and for how long. The run records what rgt wrote to its
+Drive folder (the notebook and code bundle, by sha256); while the folder holds exactly that,
+the run never started and `state` says so (never_started), so `down` needs no
+--discard-results for it and `release` removes those two files. A notebook Colab saved back,
+or any other file there, counts as started: the Iron Law applies.
 """
 
 from __future__ import annotations

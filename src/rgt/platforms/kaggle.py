@@ -22,6 +22,11 @@ the lifecycle reads every box: outputs in RUN_DIR/out, checkpoints in the job's 
 home, every attempt's log in RUN_DIR/log. `pull` then copies and verifies as everywhere.
 `down` stops nothing (Kaggle bills nothing; its machine ends with the session) and names the
 kernels kept in the account. `rgt ls` shows the GPU quota left, as the API last reported it.
+
+Kaggle queues a pushed version before a session runs it: the run reads "starting" with the
+attempt "queued on Kaggle", and `ls`/`top` show how long it has waited (platform_run
+"waiting"). A status the client's enum lacks reads "unknown" with the raw value
+(kaggle_client.parse_status); `watch` asks again.
 """
 
 from __future__ import annotations
@@ -54,7 +59,9 @@ from rgt.platforms.notebooks import (
     record_risk,
     risk_is_stale,
     summary,
+    waiting,
     with_box_resources,
+    words,
 )
 from rgt.remote.layout import Layout
 from rgt.spec import JobSpec
@@ -69,7 +76,7 @@ ENV_BUDGET_S = "RGT_KAGGLE_BUDGET_S"  # the spec's env: one attempt's budget, se
 ENV_GRACE_S = "RGT_KAGGLE_GRACE_S"
 ENV_MAX_ATTEMPTS = "RGT_KAGGLE_MAX_ATTEMPTS"
 RUNNING = ("running",)
-WAITING = ("queued", "new_script", "new_script_kernel")
+WAITING = ("queued", "new_script")  # kagglesdk KernelWorkerStatus: not started yet
 ENDED_BADLY = ("error", "cancel_requested", "cancel_acknowledged")
 
 
@@ -240,6 +247,8 @@ class KagglePlatform(Platform):
         info = {"kind": "kaggle", "budget_s": budget_s, "grace_s": grace_s,
                 "max_attempts": int(_number(spec.env, ENV_MAX_ATTEMPTS, MAX_ATTEMPTS)),
                 "attempts": [attempt], "log": f"{layout.run_dir}/log"}
+        waiting(info, f"kernel {attempt['kernel']} pushed; Kaggle has not started it yet",
+                attempt["pushed"])
         return Launched(detach=f"kaggle:{attempt['kernel']}", platform_run=info,
                         status="starting", notes=[
                             f"pushed private kernel {attempt['kernel']} (version "
@@ -279,10 +288,15 @@ class KagglePlatform(Platform):
         first = {"started": attempts[0]["pushed"]}
         where = f"attempt {current['n']} (kernel {current['kernel']})"
         if current.get("outcome") is None:
-            status, failure = self.client.status(current["kernel"])
+            status, failure, raw = self.client.status(current["kernel"])
+            waited = max(0.0, time.time() - float(current.get("pushed") or time.time()))
             if status in WAITING:
-                return summary("starting", state=first, log=log, home=home,
-                               cause=f"{where} is queued on Kaggle")
+                what = (f"{where} is queued on Kaggle: waiting for a session, not running yet "
+                        f"({words(waited)} since the push)")
+                self._wait(store, run, info, f"{where} queued on Kaggle, not running yet",
+                           since=current.get("pushed"))
+                return summary("starting", state=first, log=log, home=home, cause=what)
+            self._wait(store, run, info, None)
             if status in RUNNING:
                 return summary("running", state=first, log=log, home=home, cause=(
                     f"{where} is running on Kaggle; its log arrives when it completes"))
@@ -296,7 +310,10 @@ class KagglePlatform(Platform):
                     "failed version keeps no output (NB2)")}
             else:
                 return summary("unknown", state=first, log=log, home=home,
-                               cause=f"Kaggle reports {where} as {status!r}")
+                               cause=f"Kaggle reports {where} with a status rgt does not know: "
+                                     f"{raw!r}" + (f" ({failure})" if failure else ""),
+                               advice="`rgt watch` asks again; the kernel may still be running "
+                                      f"(see kaggle.com/code/{current['kernel']})")
             self._save(store, run, info)
         outcome = current["outcome"]
         if outcome["status"] == "continue":
@@ -331,6 +348,8 @@ class KagglePlatform(Platform):
         nxt = self._push(spec_of(run), run.id, Path(run.remote_dir), box, current["n"] + 1,
                          info["budget_s"], info["grace_s"], previous=current["kernel"])
         attempts.append(nxt)
+        waiting(info, f"attempt {nxt['n']} (kernel {nxt['kernel']}) pushed; Kaggle has not "
+                      "started it yet", nxt["pushed"])
         self._save(store, run, info)
         store.record("kaggle-continue", {"from": current["kernel"], "to": nxt["kernel"],
                                          "version": nxt["version"], "step": step},
@@ -338,6 +357,12 @@ class KagglePlatform(Platform):
         return summary("running", state=first, log=log, home=home, cause=(
             f"attempt {current['n']} reached its session budget at step {step}; attempt "
             f"{nxt['n']} (kernel {nxt['kernel']}) continues from that checkpoint"))
+
+    def _wait(self, store: Store, run: Run, info: dict[str, Any], what: str | None, *,
+              since: float | None = None) -> None:
+        """Keep what the run waits for where `rgt ls` and `rgt top` read it."""
+        if waiting(info, what, since):
+            self._save(store, run, info)
 
     @staticmethod
     def _save(store: Store, run: Run, info: dict[str, Any]) -> None:

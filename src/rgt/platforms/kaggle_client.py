@@ -3,7 +3,10 @@
 `kernel_folder` writes what `kaggle kernels push -p DIR` reads: kernel-metadata.json with the
 accelerator and internet switches set explicitly (never inherited: NB3) and the script kernel
 (rgt.onbox.kaggle_kernel with the job's code and rgt.ckpt embedded). `KaggleClient` wraps the
-client's KaggleApi: push, status, output, quota, each failure one UserError.
+client's KaggleApi: push, status, output, quota, each failure one UserError. What Kaggle
+answers is input from outside: a status is read from the answer's JSON and checked
+(`parse_status`: one it does not know is "unknown" with the raw value), an output listing is
+followed page by page (nextPageToken) to its end, each file name checked (`output_name`).
 
 The client reads its credentials itself: KAGGLE_USERNAME + KAGGLE_KEY, kaggle.json in
 KAGGLE_CONFIG_DIR (default ~/.kaggle or ~/.config/kaggle), or KAGGLE_API_TOKEN.
@@ -19,7 +22,7 @@ import os
 import pprint
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rgt.errors import UserError
 from rgt.platforms.notebook_build import _tar_gz, bundle_workdir, ckpt_library
@@ -27,6 +30,7 @@ from rgt.platforms.notebook_build import _tar_gz, bundle_workdir, ckpt_library
 RUNTIME = Path(__file__).resolve().parent.parent / "onbox" / "kaggle_kernel.py"
 SCRIPT = "rgt-kernel.py"
 WORKING_LIMIT = 20 * 10**9  # /kaggle/working (kaggle profile: storage.working.cap)
+MAX_OUTPUT_FILES = 200_000  # a version's output listing, all its pages
 MAX_EMBEDDED = 1 << 20  # the code travels inside the script; bigger belongs in a dataset
 # Accelerator names the client documents (kaggle 2.2.x `--accelerator` help); P100 is retired.
 SHAPES = {"T4": "NvidiaTeslaT4"}
@@ -154,10 +158,22 @@ class KaggleClient:
             raise UserError(f"Kaggle rejected the kernel push: unknown kernel sources {invalid}")
         return response.ref, response.version_number
 
-    def status(self, ref: str) -> tuple[str, str | None]:
-        response = self._call("the status request", self.api.kernels_status, ref)
-        status = response.status
-        return getattr(status, "name", str(status)).lower(), response.failure_message
+    def status(self, ref: str) -> KernelStatus:
+        """The latest version's status, read from the answer's JSON by `parse_status`: the
+        client's own reading raises on a status its enum lacks (a KeyError that said nothing)
+        and takes any malformed answer as it comes."""
+        from kagglesdk.kernels.types.kernels_api_service import ApiGetKernelSessionStatusRequest
+
+        owner, _, slug = ref.partition("/")
+        request = ApiGetKernelSessionStatusRequest()
+        request.user_name, request.kernel_slug = owner, slug
+
+        def ask() -> Any:
+            with self.api.build_kaggle_client() as kaggle:
+                return kaggle.kernels.kernels_api_client._client.call(
+                    "kernels.KernelsApiService", "GetKernelSessionStatus", request, RawAnswer)
+
+        return parse_status(self._call("the status request", ask))
 
     def output(self, ref: str, dest: Path) -> list[str]:
         """The latest version's output files under `dest`. Listed and fetched as the client's
@@ -171,6 +187,7 @@ class KaggleClient:
         dest.mkdir(parents=True, exist_ok=True)
         files: list[str] = []
         token = None
+        tokens: set[str] = set()  # a page token handed out twice would page forever
         while True:
             request = ApiListKernelSessionOutputRequest()
             request.user_name, request.kernel_slug = owner, slug
@@ -188,6 +205,11 @@ class KaggleClient:
             token = response.next_page_token
             if not token:
                 return files
+            if token in tokens or len(files) > MAX_OUTPUT_FILES:
+                raise UserError(f"Kaggle's output listing of {ref} did not end (a page token "
+                                f"repeated, or over {MAX_OUTPUT_FILES} files); `rgt watch` "
+                                "again lists it again")
+            tokens.add(token)
 
     def quota(self) -> dict[str, Any]:
         response = self._call("the quota request", self.api.quota_view)
@@ -201,6 +223,63 @@ class KaggleClient:
                 "gpu_left_s": None if allowed is None else max(0.0, allowed - used),
                 "refresh": response.quota_refresh_time.isoformat()
                 if response.quota_refresh_time else None}
+
+
+# kagglesdk 0.1.37 kernels_enums.KernelWorkerStatus, as rgt names them (lower case)
+KERNEL_STATUSES = ("queued", "running", "complete", "error", "cancel_requested",
+                   "cancel_acknowledged", "new_script")
+STATUS_PREFIX = "kernel_worker_status_"  # a protobuf-style spelling of the same names
+MAX_ANSWER_BYTES = 1 << 16
+WORD = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+
+
+class KernelStatus(NamedTuple):
+    """A version's status as Kaggle answered it: `name` one of KERNEL_STATUSES or "unknown"
+    (then `raw` is what was said, as one printable line), `failure` Kaggle's reason, if any."""
+
+    name: str
+    failure: str | None = None
+    raw: str = ""
+
+
+class RawAnswer:
+    """A response type for kagglesdk's http client that keeps the answer's JSON as it came."""
+
+    @classmethod
+    def prepare_from(cls, http_response: Any) -> Any:
+        body = http_response.content
+        if len(body) > MAX_ANSWER_BYTES:
+            return {"rgt_refused": f"an answer of {len(body)} bytes"}
+        try:
+            return json.loads(body)
+        except ValueError:
+            return {"rgt_refused": "an answer that is not JSON"}
+
+
+def one_line(value: Any, limit: int = 80) -> str:
+    """Text from Kaggle as one printable line: control characters escaped, cut at `limit`."""
+    text = value if isinstance(value, str) and value.isprintable() else repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def parse_status(answer: Any) -> KernelStatus:
+    """GetKernelSessionStatus's answer ({"status": "RUNNING", "failureMessage": ...}), checked
+    as input from outside: a status not in KERNEL_STATUSES is "unknown" with its raw value. An
+    absent status is QUEUED: protobuf's JSON leaves an enum at its default (0) out, and the
+    client reads it so too."""
+    if not isinstance(answer, dict):
+        return KernelStatus("unknown", raw=f"an answer that is not an object: {one_line(answer)}")
+    if "rgt_refused" in answer:
+        return KernelStatus("unknown", raw=str(answer["rgt_refused"]))
+    failure = answer.get("failureMessage")
+    failure = one_line(failure, 500) if isinstance(failure, str) and failure else None
+    said = answer.get("status", "QUEUED")
+    if isinstance(said, str) and WORD.match(said):
+        snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", said).lower()
+        name = snake.removeprefix(STATUS_PREFIX)
+        if name in KERNEL_STATUSES:
+            return KernelStatus(name, failure)
+    return KernelStatus("unknown", failure, one_line(said))
 
 
 def output_name(name: Any) -> str:
