@@ -390,12 +390,22 @@ def pull(name: BoxArg, run_id: RunArg = None,
          as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout "
                                                               "(README: JSON output).")] = False,
          streams: StreamsOpt = None,
+         checkpoints: Annotated[str | None, typer.Option(
+             "--checkpoints", metavar="latest|all|N",
+             help="Which of the job's checkpoints to bring: the newest that verifies "
+                  "(latest, the default), all, or the newest N. Older ones left on the box "
+                  "are named, and `rgt down` destroys them.")] = None,
          ) -> None:
-    """Fetch the run's outputs and checkpoints, re-hash them here, load every checkpoint."""
+    """Fetch the run's outputs and checkpoints, re-hash them here, load every checkpoint.
+
+    Of the job's checkpoint home it brings the newest checkpoint that verifies (and every file
+    that is not a checkpoint); older checkpoints on request (--checkpoints all or N).
+    """
     fixed = streams_flag(streams)
+    keep = pull_mod.checkpoints_flag(checkpoints)
     with transfer_bar("pull", quiet=as_json) as on_progress:
         report = pull_mod.pull(Store(), name, run_id, dest, on_progress,
-                               from_scratch=from_scratch, streams=fixed)
+                               from_scratch=from_scratch, streams=fixed, checkpoints=keep)
     if as_json:
         print_json("pull", box=name, pull=report)
         raise typer.Exit(0 if report["ok"] else 1)
@@ -451,6 +461,7 @@ def down(
         lines += [f"[red]destroys[/] {escape(t)}" for t in plan.lost_tiers]
         lines += [f"[green]keeps[/]    {escape(t)}" for t in plan.kept_tiers]
     lines += [f"[yellow]still billing after[/] {escape(b)}" for b in plan.still_billing]
+    lines += [f"[red]destroys[/] {escape(left)}" for left in plan.left_behind]
     lines += [f"[cyan]note[/] {escape(n)}" for n in plan.notes]
     if stop.timer:
         lines.append(f"[yellow]timer[/] {escape(stop.timer.after)}: {escape(stop.timer.effect)}")

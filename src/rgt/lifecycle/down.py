@@ -44,6 +44,8 @@ class DownPlan:
     deletes: list[str] | None = None  # a local box: exactly the paths `down` removes
     # the platform's word on what its release does to this box (None: the profile's tiers)
     teardown: Teardown | None = None
+    # older checkpoints a verified pull left on the box (`rgt pull --checkpoints`): destroyed
+    left_behind: list[str] = field(default_factory=list)
 
     @property
     def safe(self) -> bool:
@@ -191,12 +193,31 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
         verdict, reason = judge_run(store, box, run, state, reachable=not plan.unreachable)
         {"live": plan.live, "unverified": plan.unverified,
          "superseded": plan.superseded}.get(verdict, []).append(reason)
+        if verdict == "ok":
+            plan.left_behind += left_behind(store, box, run)
     if plan.profile.facts.kind == "local":
         plan.deletes = local_deletes(box, runs)
     platform = platform_for(box.profile)
     if hasattr(platform, "teardown"):
         plan.teardown = platform.teardown(store, box)
     return plan
+
+
+def left_behind(store: Store, box: Box, run: Run) -> list[str]:
+    """What the run's verified pull chose to leave on the box: older checkpoints of its job
+    (`rgt pull` brings the newest that verifies unless asked for more)."""
+    evidence = store.latest_evidence("pull-verified", box.name, run.id)
+    left = (evidence.detail or {}).get("checkpoints_left") if evidence else None
+    if not isinstance(left, dict):
+        return []
+    try:
+        count, size = int(left["count"]), float(left["bytes"])
+        first, last = (int(n) for n in left["steps"])
+    except (KeyError, TypeError, ValueError):
+        return []
+    return [f"{count} older checkpoint(s) of {run.id} ({size / 1e9:.2f} GB, steps "
+            f"{first}-{last}), never pulled: `rgt pull {box.name} {run.id} --checkpoints all` "
+            "first to keep them"]
 
 
 def local_deletes(box: Box, runs: list[Run]) -> list[str]:

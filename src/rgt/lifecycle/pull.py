@@ -9,6 +9,15 @@ manifest matches fails a succeeded run's pull. A file that arrived but does not 
 box said it should is a failure, not a warning. Checkpoints are checked by format
 (`rgt.ckpt.formats`); one that is damaged on the box itself is named as a warning, since
 keeping the box would not save it.
+
+Of the job's checkpoint home a pull brings, by default, the newest checkpoint that verifies
+here (and every file of the home that is not a checkpoint: configs, tokenizers, a `latest`
+pointer); older checkpoints stay on the box unless asked for (`--checkpoints all` or `N`, the
+newest N). A checkpoint is a unit named with its step: an HF `checkpoint-500/` directory (any
+directory named with a step), an `rgt.ckpt` save with its sidecar, a `.ckpt`/`.pt`/
+`.safetensors` file named with one. One without a step in its name (`last.ckpt`, nanoGPT's
+`ckpt.pt`) cannot be ordered and always comes. What stays behind is recorded with the evidence,
+and `rgt down` lists it among what the teardown destroys.
 """
 
 from __future__ import annotations
@@ -18,9 +27,11 @@ import hashlib
 import json
 import os
 import posixpath
+import re
 import shlex
 import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +132,154 @@ def expected_of(run: Run, home_fetched: bool) -> list[tuple[str, str, str]]:
     return expected
 
 
+# ----------------------------------------------------------------------------- which checkpoints
+
+
+def checkpoints_flag(value: str | None) -> int | None:
+    """`--checkpoints latest|all|N`: how many of the newest checkpoints to bring (None: all).
+    Left out, `latest` (1)."""
+    text = (value or "latest").strip().lower()
+    if text == "latest":
+        return 1
+    if text == "all":
+        return None
+    if text.isdecimal() and int(text) >= 1:
+        return int(text)
+    raise UserError(f"--checkpoints {value!r}: say latest (the newest checkpoint that "
+                    "verifies, the default), all, or a number N of the newest to bring")
+
+
+_RGT_SAVE = re.compile(r"^ckpt-(\d{10,})\.(?:pt|json)$")  # rgt.ckpt's data file and sidecar
+_STEP_FILES = ("lightning", "torch", "safetensors")
+
+
+def checkpoint_unit(rel: str) -> tuple[str, int, bool] | None:
+    """(unit, step, is a directory) of the checkpoint that REL, a path in the checkpoint home,
+    belongs to; None for a file that is no ordered checkpoint (kept whatever is chosen). The
+    names come from the box: they only choose what to fetch, and what arrives is verified."""
+    parts = rel.split("/")
+    for i, part in enumerate(parts[:-1]):
+        step = formats.step_from_name(part)
+        if step is not None:  # checkpoint-500/, global_step500/: the outermost one
+            return "/".join(parts[: i + 1]), step, True
+    saved = _RGT_SAVE.match(parts[-1])
+    if saved:
+        return "/".join([*parts[:-1], f"ckpt-{saved.group(1)}"]), int(saved.group(1)), False
+    if formats.kind_of_name(parts[-1]) in _STEP_FILES:
+        step = formats.step_from_name(parts[-1])
+        if step is not None:
+            return rel, step, False
+    return None
+
+
+@dataclass
+class _Unit:
+    step: int
+    is_dir: bool
+    files: list[str] = field(default_factory=list)  # a file unit's own files (≤ 2)
+    count: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class CheckpointPlan:
+    """The checkpoints of a home's manifest, newest first, and how many of them to bring."""
+
+    units: dict[str, _Unit]
+    keep: int | None  # None: all
+
+    @classmethod
+    def of(cls, manifest: Manifest, keep: int | None) -> CheckpointPlan:
+        units: dict[str, _Unit] = {}
+        for entry in read_manifest(manifest.source, manifest.prefix):  # a pass of its own
+            found = checkpoint_unit(entry.path.removeprefix(manifest.prefix))
+            if found is None:
+                continue
+            key, step, is_dir = found
+            unit = units.setdefault(key, _Unit(step, is_dir))
+            unit.count += 1
+            unit.bytes += entry.bytes
+            if not is_dir:
+                unit.files.append(entry.path.removeprefix(manifest.prefix))
+        return cls(units, keep)
+
+    @property
+    def newest_first(self) -> list[str]:
+        return sorted(self.units, key=lambda k: (self.units[k].step, k), reverse=True)
+
+    @property
+    def kept(self) -> list[str]:
+        order = self.newest_first
+        return order if self.keep is None else order[: self.keep]
+
+    @property
+    def left(self) -> list[str]:
+        return [] if self.keep is None else self.newest_first[self.keep:]
+
+    def excludes(self) -> list[str]:
+        """rsync-style patterns, anchored at the home, for every checkpoint left on the box."""
+        out = []
+        for key in self.left:
+            unit = self.units[key]
+            names = [key + "/"] if unit.is_dir else unit.files
+            out += ["/" + re.sub(r"([*?\[\\])", r"\\\1", name) for name in names]
+        return out
+
+    def summary(self) -> dict[str, Any] | None:
+        left = self.left
+        if not left:
+            return None
+        steps = [self.units[k].step for k in left]
+        return {"count": len(left), "files": sum(self.units[k].count for k in left),
+                "bytes": sum(self.units[k].bytes for k in left), "newest": left[0],
+                "steps": [min(steps), max(steps)]}
+
+
+class _Selected:
+    """A checkpoint home's manifest with the checkpoints left on the box taken out: what
+    this pull must verify. Problems, digest and the rest are the whole manifest's."""
+
+    def __init__(self, manifest: Manifest, left: set[str]) -> None:
+        self.manifest, self.left = manifest, left
+
+    def __iter__(self):
+        for entry in self.manifest:
+            found = checkpoint_unit(entry.path.removeprefix(self.manifest.prefix))
+            if found is None or found[0] not in self.left:
+                yield entry
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.manifest, name)
+
+
+class _Leaving:
+    """The transport, its `get` leaving PATTERNS out: how a platform's own `fetch` (which
+    takes no excludes) brings only the chosen checkpoints."""
+
+    def __init__(self, transport, patterns: list[str]) -> None:
+        self._transport, self._patterns = transport, patterns
+
+    def get(self, remote: str, local: Path, **kwargs: Any):
+        kwargs["exclude"] = [*kwargs.get("exclude", ()), *self._patterns]
+        return self._transport.get(remote, local, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+def _newest_failed(plan: CheckpointPlan, checked: list[dict[str, Any]]) -> bool:
+    """Whether the kept checkpoints were checked here and none of them verified: then the
+    next older one must come (the newest may have been cut short on the box)."""
+    kept = set(plan.kept)
+    verdicts = [c["ok"] for c in checked
+                if (unit := checkpoint_unit(c["path"].removeprefix("ckpt/"))) is not None
+                and unit[0] in kept]
+    return bool(verdicts) and not any(verdicts)
+
+
 def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = None,
-         progress=None, *, from_scratch: bool = False, streams: int = 0) -> dict[str, Any]:
+         progress=None, *, from_scratch: bool = False, streams: int = 0,
+         checkpoints: int | None = 1) -> dict[str, Any]:
     """`_pull`, with a Ctrl-C said in one line: nothing is verified or recorded before the end,
     so the store is as it was and the next pull resumes from the files already here."""
     run = store.run(store.box(box_name).name, run_id)
@@ -131,17 +288,19 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
             "verified or recorded (`rgt down` still refuses); the files already here are kept "
             f"and `rgt pull {box_name} {run.id}` resumes from them")):
         return _pull(store, box_name, run.id, dest, progress, from_scratch=from_scratch,
-                     streams=streams)
+                     streams=streams, checkpoints=checkpoints)
 
 
 def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = None,
-          progress=None, *, from_scratch: bool = False, streams: int = 0) -> dict[str, Any]:
+          progress=None, *, from_scratch: bool = False, streams: int = 0,
+          checkpoints: int | None = 1) -> dict[str, Any]:
     """Fetch a run's results and verify them here.
 
     `from_scratch` is the way out of a sync-failed run: the outputs never reached the
     durable tier but are still in the run's workdir, so they are hard-linked into a pull
     directory beside it (no extra space on a full box) and fetched from there. `streams`
-    fixes the transfer's parallel connections (0: chosen from the link).
+    fixes the transfer's parallel connections (0: chosen from the link). `checkpoints`: how
+    many of the home's newest checkpoints to bring (None: all; see the module's doc).
     """
     box = store.box(box_name)
     run = store.run(box.name, run_id)
@@ -183,22 +342,40 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
                                        f"{layout.run_dir}/PULL_MANIFEST.jsonl",
                                        patterns, fetched))
         home = None if from_scratch else home_to_fetch(run, layout)
+        plan = None
         if home is not None:
             # the job's checkpoint home, shared by the chain of attempts: fetched as ckpt/
-            sources.append(manifest_of(transport, home, f"{layout.run_dir}/CKPT_MANIFEST.jsonl",
-                                       ["."], fetched, prefix="ckpt/"))
+            listed = manifest_of(transport, home, f"{layout.run_dir}/CKPT_MANIFEST.jsonl",
+                                 ["."], fetched, prefix="ckpt/")
+            plan = CheckpointPlan.of(listed, checkpoints)
         # the platform brings the files; what arrived is checked here, not by it
         stats = platform.fetch(transport, box, run, source, local, progress=progress)
-        if home is not None:
-            more = platform.fetch(transport, box, run, home, local / "ckpt", progress=progress)
-            stats = TransferStats(stats.bytes_sent + more.bytes_sent,
-                                  stats.bytes_received + more.bytes_received,
-                                  stats.files + more.files, stats.seconds + more.seconds,
-                                  stats.attempts + more.attempts,
-                                  streams=max(stats.streams, more.streams))
-        # whatever the engine did, no symlink leading out of the pull survives it, and this
-        # runs before rgt writes anything (the logs) into the tree
-        swept = sweep_links(local)
+        while True:
+            if plan is not None:
+                leaving = _Leaving(transport, plan.excludes())
+                more = platform.fetch(leaving, box, run, home, local / "ckpt",
+                                      progress=progress)
+                stats = TransferStats(stats.bytes_sent + more.bytes_sent,
+                                      stats.bytes_received + more.bytes_received,
+                                      stats.files + more.files, stats.seconds + more.seconds,
+                                      stats.attempts + more.attempts,
+                                      streams=max(stats.streams, more.streams))
+            # whatever the engine did, no symlink leading out of the pull survives it, and
+            # this runs before rgt writes anything (the logs) into the tree
+            swept = sweep_links(local)
+            # each pass reads the manifests afresh (a reading keeps what it found)
+            again = [read_manifest(m.source, m.prefix) for m in sources]
+            if plan is not None:
+                again.append(_Selected(read_manifest(listed.source, listed.prefix),
+                                       set(plan.left)))
+            report = verify_pulled(local, again, run_status=state["status"],
+                                   outputs=run.spec.get("outputs"),
+                                   expected=[] if from_scratch else
+                                   expected_of(run, home is not None),
+                                   files_list=evidence / "PULL_FILES.jsonl")
+            if plan is None or not plan.left or not _newest_failed(plan, report["checkpoints"]):
+                break
+            plan.keep = (plan.keep or 0) + 1  # the newest did not verify: the next older too
         logs = fetch_logs(store, transport, box.name, run, local)
     finally:
         transport.close()
@@ -206,10 +383,13 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
              f"{', '.join(state['sync']['missing'])} (the job exited 0 without writing them; "
              "nothing was lost to a full disk) — check the job and its outputs patterns"
              ] if unmatched else []
-    report = verify_pulled(local, sources, run_status=state["status"],
-                           outputs=run.spec.get("outputs"),
-                           expected=[] if from_scratch else expected_of(run, home is not None),
-                           files_list=evidence / "PULL_FILES.jsonl")
+    left = plan.summary() if plan is not None else None
+    if left is not None:
+        report["notes"].append(
+            f"left {left['count']} older checkpoint(s) on the box ({left['bytes'] / 1e9:.2f} "
+            f"GB, steps {left['steps'][0]}-{left['steps'][1]}): `rgt pull {box.name} "
+            f"{run.id} --checkpoints all` brings them; `rgt down` destroys them")
+    report["checkpoints_left"] = left
     report["problems"] = unmet + report["problems"]
     report["warnings"] = swept + report["warnings"]
     report["ok"] = report["ok"] and not unmet
