@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -89,6 +90,12 @@ def test_a_started_or_opened_run_still_needs_its_results_pulled(tmp_path):
     opened = launch(tmp_path, env, "opened")
     started = launch(tmp_path, env, "started")
     untouched = launch(tmp_path, env, "untouched")
+    older = launch(tmp_path, env, "older")
+    with sqlite3.connect(tmp_path / "home" / "state.db") as db:  # a run from before the record
+        db.execute("UPDATE runs SET spec = json_remove(spec, '$.platform_run.wrote') "
+                   "WHERE id = ?", (older,))
+    said = " ".join(watch_json(env, older)["causes"])
+    assert "cannot tell whether it was opened" in said and "Run all" in said, said
 
     # Colab saves a notebook it opened back to Drive: not what rgt wrote any more
     notebook = next((drive / "rgt" / opened).glob("*.ipynb"))
@@ -106,8 +113,9 @@ def test_a_started_or_opened_run_still_needs_its_results_pulled(tmp_path):
     assert refused.returncode == 3, refused.stdout + refused.stderr
     text = " ".join(refused.stderr.split())
     assert f"{opened} is still starting" in text and f"{started} is still running" in text
+    assert f"{older} is still starting" in text
     assert untouched not in text and "--discard-results" in text, text
-    assert all((drive / "rgt" / r).is_dir() for r in (opened, started, untouched))
+    assert all((drive / "rgt" / r).is_dir() for r in (opened, started, untouched, older))
 
 
 def test_a_run_that_starts_while_down_asks_is_not_removed(tmp_path):

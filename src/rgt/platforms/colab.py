@@ -280,7 +280,13 @@ class ColabPlatform(Platform):
         touched = touched_files(drive_run, info)
         since = float((info.get("waiting") or {}).get("since") or run.created)
         waited = words(time.time() - since)
-        if touched:
+        if not isinstance(info.get("wrote"), dict):  # launched before rgt kept that record
+            what = (f"nothing from the notebook in {shown.rsplit('/', 1)[0]}/ has synced here "
+                    "yet (open it in Colab, then Run all)")
+            cause = (f"nothing from the notebook has reached this sync folder yet: open {shown} "
+                     "in Colab and Runtime > Run all (rgt cannot tell whether it was opened: "
+                     "the run predates its record of what rgt wrote)")
+        elif touched:
             what = (f"notebook in {shown.rsplit('/', 1)[0]}/ opened in Colab, but no state "
                     "of its run has synced here yet")
             cause = (f"the notebook {shown} was opened in Colab ({touched}) but nothing from "
