@@ -493,6 +493,38 @@ def test_a_plain_scancel_of_a_running_job_is_not_requeued_by_its_script(
     assert summary["status"] == "cancelled", summary
 
 
+def test_rgt_cancel_of_a_sweep_ends_every_cell_cancelled(slurm_cluster, slurm_box, slurm_env,
+                                                          tmp_path):
+    """Two cells running, two waiting (%2): the running ones checkpoint and end CANCELLED (an
+    array cell's script must name itself ARRAYJOB_TASK to scancel), the waiting ones never
+    start, and nothing is requeued."""
+    store, box = slurm_box
+    spec_path = write_spec(tmp_path, name="sweep", run=f"{PY} trainer.py {{lr}}",
+                           grid={"lr": [1, 2, 3, 4]}, max_parallel=2,
+                           resources={"mem": "100M", "cpus": 1})
+    (spec_path.parent / "trainer.py").write_text(TRAINER)
+    result = rgt("run", "hpc", str(spec_path), env=slurm_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    run_id = result.stdout.strip().splitlines()[-1]
+    job_id = store.run("hpc", run_id).spec["platform_run"]["job_id"]
+    logs = [Path(box.data_dir) / "rgt" / run_id / f"slurm-{job_id}_{i}.out" for i in (0, 1)]
+    deadline = time.monotonic() + 120
+    while not all(log.exists() and "training" in log.read_text() for log in logs):
+        assert time.monotonic() < deadline, slurm_cluster.logs()
+        time.sleep(0.5)
+    cancelled = rgt("cancel", "hpc", run_id, "--yes", env=slurm_env)
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    slurm_cluster.wait_for_job(job_id, timeout=slurm_cluster.kill_wait + 30)
+    assert job_processes(run_id) == []
+    for log in logs:
+        text = log.read_text()
+        assert "checkpointed on SIG" in text and "not requeued" in text, text
+    assert not (Path(box.data_dir) / "rgt" / run_id / f"slurm-{job_id}_2.out").exists()
+    summary = watch.refresh(store, box, store.run("hpc", run_id))
+    assert summary["status"] == "cancelled", summary
+    assert set(summary["slurm"]["states"].values()) == {"CANCELLED"}, summary
+
+
 def test_login_node_over_ssh_runs_pulls_and_goes_down(slurm_cluster, slurm_env, tmp_path):
     """`rgt up --profile slurm --ssh ...`: every Slurm command travels over a real sshd."""
     from sshd import SshKeys, SshServer, unavailable

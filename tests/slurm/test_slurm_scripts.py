@@ -291,6 +291,12 @@ def test_array_aggregate():
     s = slurm.summarize_jobs(slurm.parse_records(lines))
     assert s["status"] == "running"
     assert any("42_2" in c for c in s["causes"])
+    # a cancelled sweep: the record of its cells that never started has no task number
+    unstarted = LINE.format(state="CANCELLED", reason="None", exit="0:0", restarts=0).replace(
+        "JobId=42", "JobId=42 ArrayJobId=42 ArrayTaskId=4294967294")
+    s = slurm.summarize_jobs(slurm.parse_records(unstarted))
+    assert s["causes"] == ["CANCELLED (scancel)"] and "42_[cells not started]" in s["slurm"][
+        "states"]
 
 
 def test_platform_render_is_the_dry_run(tmp_path):

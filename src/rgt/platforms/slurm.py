@@ -339,6 +339,9 @@ echo "[rgt] job ${SLURM_JOB_ID}${SLURM_ARRAY_TASK_ID:+ task $SLURM_ARRAY_TASK_ID
   "attempt $rgt_attempt on $(hostname) at $(date -Is)"
 rgt_pid=
 rgt_signal=
+# how scancel names this job: an array cell by ARRAYJOB_TASK (its own job id is refused)
+rgt_self=${SLURM_ARRAY_TASK_ID:+${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID}
+rgt_self=${rgt_self:-$SLURM_JOB_ID}
 rgt_forward() {  # srun itself would cancel the step on TERM: signal the step's processes
   rgt_signal=$1
   echo "[rgt] SIG$1 received at $(date -Is); forwarding to the step so it checkpoints"
@@ -381,7 +384,7 @@ if [ "$rgt_rc" -eq {preempted} ] || {{ [ -n "$rgt_signal" ] && [ "$rgt_rc" -ne 0
     echo "[rgt] step exited $rgt_rc after SIG${{rgt_signal:-?}}: job $SLURM_JOB_ID was" \
       "cancelled, so it is not requeued; its checkpoints stay in $RGT_CKPT_DIR"
 {forget}    trap '' TERM USR1
-    scancel "$SLURM_JOB_ID" 2>/dev/null  # Slurm records CANCELLED, not a failed exit {preempted}
+    scancel "$rgt_self" 2>/dev/null  # Slurm records CANCELLED, not a failed exit {preempted}
     exit "$rgt_rc"
   fi
   echo "[rgt] step exited $rgt_rc after SIG${{rgt_signal:-?}}: requeueing job $SLURM_JOB_ID"
@@ -739,7 +742,9 @@ def summarize_jobs(records: Sequence[Mapping[str, str]], log: str = "", *,
         state = (rec.get("JobState") or rec.get("State") or "UNKNOWN").split()[0].rstrip("+")
         code, sig = _exit(rec.get("ExitCode"))
         job_id = rec.get("JobId") or rec.get("JobID") or "?"
-        if rec.get("ArrayTaskId"):
+        if rec.get("ArrayTaskId") == "4294967294":  # what is left of cells that never ran
+            job_id = f"{rec.get('ArrayJobId', job_id)}_[cells not started]"
+        elif rec.get("ArrayTaskId"):
             job_id = f"{rec.get('ArrayJobId', job_id)}_{rec['ArrayTaskId']}"
         status, causes, advice = _status_of(state, code, sig, rec.get("Reason", ""),
                                             int(rec.get("Restarts") or 0), log, job_id, rss)
