@@ -26,7 +26,15 @@ searching:
 - round 4 (73 + 29; 4 more lines the catalog lacks), collected after that change by someone who
   never ran search on them, from 70 repositories no corpus or catalog source cites, answers
   chosen from the catalog first: 60/73 (82.2%) in the top 3 with or without --profile, and
-  0/29 unrelated lines answered.
+  0/29 unrelated lines answered. That was the honest figure for unseen lines, still below 90%.
+  Its misses then drove the next change (each class in the wordings it takes in the wild: any
+  sbatch/srun refusal, any FailedScheduling reason, every image-pull state, any eviction,
+  Colab's usage limits in the interface's languages, NVML and driver failures in any case and
+  punctuation, every rsync/scp/sftp transport failure, every way the Hub is unreachable, ssh
+  keys gcloud or PuTTY refuse; a paste's curly quotes, full-width punctuation, markdown and
+  syslog prefixes normalised; new gotchas U64-U66 for three of its `lacks:` lines): 73/73 and
+  0/29, so round 4 is now fitted too, no longer held out. A fresh round is needed to measure
+  that change.
 
 The bars below are the measured figures, so a change that loses a hit or adds a false answer
 fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed with what
@@ -55,7 +63,7 @@ ROUNDS = {  # round: (positive key, negative key)
     4: ("round4_positive", "round4_negative"),
 }
 # Measured when each bar was set (see the module docstring).
-MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 60 / 73}
+MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73}
 MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0}
 # The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
 NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}

@@ -1,7 +1,9 @@
 """Harmless log lines must get no answer from `rgt gotcha search`, rule or guess.
 
 The rules were widened to whole failure classes (any exit code 137, any NCCL watchdog wording,
-any "invalid API key", localised messages). A wider rule is also more likely to fire on a line
+any "invalid API key", localised messages; then any Slurm refusal, FailedScheduling reason,
+image-pull state, eviction, rsync/scp/sftp transport failure, NVML failure and every way the Hub
+is unreachable). A wider rule is also more likely to fire on a line
 that only shares its vocabulary: a healthy run's log speaks of memory, timeouts, killed helpers,
 NCCL, ssh, quotas and API keys all the time. These lines were written for this test in the shape
 of ordinary training, scheduler, tracker and ssh output; none of them reports a failure.
@@ -82,6 +84,43 @@ HARMLESS = [
     "[INFO] Out-of-memory protection: gradient checkpointing enabled",
     "timeout: 600s per evaluation batch",
     "git lfs pull: Downloading model.safetensors (4.9 GB)",
+    # scheduling, image pulls and evictions that went fine (K8S1, K8S3, K8S5 read any wording)
+    "Evicted 0 pods from node gpu-node-1",
+    'Normal   Pulled     41s   kubelet  Successfully pulled image "nvcr.io/nvidia/pytorch:24.01"'
+    " in 41.2s",
+    "Normal   Scheduled  12s   default-scheduler  Successfully assigned default/train-0 to gpu-1",
+    'Container image "busybox:1.36" already present on machine',
+    "Pod train-0 started; image pulled in 12.3s",
+    "Taints: nvidia.com/gpu=present:NoSchedule",
+    "DiskPressure   False   KubeletHasNoDiskPressure   kubelet has no disk pressure",
+    "3/3 nodes are Ready; 24 nvidia.com/gpu allocatable",
+    # transfers that completed (U12 reads any rsync/scp/sftp transport failure)
+    "sent 1,234 bytes  received 35 bytes  2,538.00 bytes/sec",
+    "total size is 52,428,800  speedup is 1.00",
+    "sending incremental file list",
+    "rsync: sent 1,234 bytes in 2 files, 0 errors",
+    # a driver and NVML that work (U57, U58)
+    "nvml initialised: 8 devices found",
+    "NVML Version : 12.550.54.15",
+    # Hugging Face reachable (U50 reads every way huggingface.co is not)
+    "Downloading https://huggingface.co/gpt2/resolve/main/config.json: 100%|██████████| 665/665",
+    "huggingface.co reachable: HTTP 200 in 84 ms",
+    "Using the proxy http://proxy.internal:3128 for huggingface.co",
+    "SSL certificate verify ok.",
+    # ssh keys and Slurm allocations that work (U48, SLURM6)
+    "Waiting for SSH key to propagate.",
+    'Authenticated to 203.0.113.7 ([203.0.113.7]:22) using "publickey".',
+    "Updating project ssh metadata...done.",
+    "salloc: Granted job allocation 4242",
+    "srun: job 4242 has been allocated resources",
+    # libraries and limits that are in place (U64, U65), Colab with a GPU (NB6)
+    "ldd: libGL.so.1 => /usr/lib/x86_64-linux-gnu/libGL.so.1 (0x00007f3a2c000000)",
+    "open files                      (-n) 1048576",
+    "torch.multiprocessing sharing strategy: file_system",
+    "GPU usage 98% | memory 71.2/80 GB",
+    "Colab Pro: 100 compute units per month; 87.5 left",
+    "Connected to a Python 3 Google Compute Engine backend (GPU)",
+    "wandb: 0 errors, 2 warnings",
 ]
 
 

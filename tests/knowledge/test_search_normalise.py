@@ -25,6 +25,22 @@ from rgt.profiles.search import FUZZY, RULE, normalise
     ("\x1b[31mKilled\x1b[0m", "Killed"),
     ("Failed to resolve \\'huggingface.co\\'", "Failed to resolve 'huggingface.co'"),
     ("a   b\t c", "a b c"),
+    # typography from a chat or forum: curly quotes, full-width punctuation, a non-breaking space
+    ("NVIDIA-SMI has failed because it couldn\u2018t communicate", "NVIDIA-SMI has failed because "
+     "it couldn't communicate"),
+    ("train.sh: 第 5 行\uff1a 12345 已杀死", "train.sh: 第 5 行: 12345 已杀死"),
+    ("Error:\u00a0CUDA out of memory", "Error: CUDA out of memory"),
+    # markdown around the line, a quote marker, a shell prompt
+    ("**rsync: connection unexpectedly closed (0 bytes received so far) [sender]**",
+     "rsync: connection unexpectedly closed (0 bytes received so far) [sender]"),
+    ("> `RuntimeError: received 0 items of ancdata`", "RuntimeError: received 0 items of ancdata"),
+    ("root@box:~# nvidia-smi", "nvidia-smi"),
+    # syslog's host and tag, the kernel's clock, compose's service column, kubectl's prefix
+    ("Nov 20 10:00:00 node1 kernel: [ 1234.567] Out of memory: Killed process 1 (python)",
+     "Out of memory: Killed process 1 (python)"),
+    ("trainer-1  | ImportError: libGL.so.1: cannot open shared object file",
+     "ImportError: libGL.so.1: cannot open shared object file"),
+    ("[pod/train-0/trainer] Killed", "Killed"),
 ])
 def test_normalise_drops_what_the_paste_added(pasted, bare):
     assert normalise(pasted) == bare
@@ -33,6 +49,8 @@ def test_normalise_drops_what_the_paste_added(pasted, bare):
 @pytest.mark.parametrize("line, gotcha", [
     ("2020-11-11 10:46:37: lost connection", "GEN3"),  # `^lost connection$` once the stamp goes
     ("\x1b[31mKilled\x1b[0m", "U9"),  # a coloured terminal's bare `Killed`
+    ("`lost connection`", "GEN3"),  # a code span around an anchored line
+    ("Nov 20 10:00:00 node1 train.sh[881]: Killed", "U9"),  # syslog's host and tag
 ])
 def test_anchored_rules_fire_through_a_log_prefix_or_colour(line, gotcha):
     hits = search_gotchas(line, limit=3)
@@ -54,3 +72,13 @@ def test_paths_are_not_words():
     assert [h.gotcha.id for h in search_gotchas("error reading wandb offline api key wrappers")
             ][:1] == ["U35"]
     assert search_gotchas("error reading /wandb/offline/api/key/wrappers") == []
+
+
+def test_a_count_of_zero_is_not_trouble():
+    # 'evicted', 'failed' and 'errors' would make these lines eligible for a guess
+    assert search_gotchas("Evicted 0 pods from node gpu-node-1") == []
+    assert search_gotchas("rsync: sent 1,234 bytes in 2 files, 0 errors") == []
+    assert search_gotchas("Evicted 3 pods: node was low on disk")[0].gotcha.id == "K8S5"
+    # sshd's own log is the server's view: a client leaving, not U59's refused connection
+    assert search_gotchas("Nov 20 10:00:00 box sshd[12]: Connection closed by 203.0.113.9 port "
+                          "52144") == []

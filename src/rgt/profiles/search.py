@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -68,6 +69,11 @@ _TROUBLE = re.compile(
     r"\bslow|vanish|disappear|wipe|evict|preempt|throttl|\boom\b|empty|zero|warn|still|"
     r"keeps?\b|never|again|instead",
     re.IGNORECASE)
+# A count of zero reports that nothing went wrong: "Evicted 0 pods", "0 failed", "errors: 0".
+_NONE_WRONG = re.compile(
+    r"\b(?:evicted|failed|failures?|errors?|killed|warnings?|restarts?)\W{0,3}0\b(?![.,]\d)"
+    r"|\b0 (?:\w+ )?(?:evicted|failed|failures?|errors?|killed|warnings?|restarts?)\b",
+    re.IGNORECASE)
 
 # What a paste carries that is not part of the failure. A log line's own prefix (a timestamp,
 # a level, a logger's `file:line]`), colour codes, quotes escaped by a repr or JSON, and runs of
@@ -87,6 +93,27 @@ _LOG_PREFIX = re.compile(
     r")\s*")
 _ESCAPED_QUOTE = re.compile(r"\\+(['\"])")
 _BLANKS = re.compile(r"\s+")
+# Typography a paste picks up on its way through a chat, a forum or a word processor: curly and
+# full-width quotes (NFKC folds the other full-width forms and non-breaking spaces), markdown
+# emphasis and code spans around the line, a quote or list marker, a shell prompt.
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
+                         "\u2032": "'", "\u00b4": "'", "\u201c": '"', "\u201d": '"',
+                         "\u201e": '"', "\u201f": '"', "\u2033": '"', "\u00ab": '"',
+                         "\u00bb": '"', "\u2013": "-", "\u2014": "-", "\u2212": "-"})
+_MARKDOWN = re.compile(r"\*\*|__(?=\S)|(?<=\S)__|```\w*|`")
+_LEAD = re.compile(r"^\s*(?:>\s*)+|^\s*[-*+]\s+|^\s*(?:[\w.@-]+[:~][^\s$#]*)?[$#%]\s+")
+# Other log prefixes: syslog's `Nov 20 10:00:00 host proc[12]:`, the kernel's `[ 1234.5678]`,
+# a bare clock `12:00:01` or `[12:00:01]`, `kubectl logs --prefix`'s `[pod/name/container]`,
+# docker compose's `service-1  |`. sshd's own syslog lines keep their tag: there `Connection
+# closed by <addr> port <n>` is a client leaving, not the client-side failure U59 reads.
+_SYSLOG = re.compile(
+    r"^\s*(?:"
+    r"[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} [\w.-]+ (?!sshd\b)[\w./-]+(?:\[\d+\])?:"
+    r"|\[\s*\d+\.\d+\]"
+    r"|\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?(?= )"
+    r"|\[pod/[\w./-]+\]"
+    r"|[\w.-]+[-_]\d+\s+\|"
+    r")\s*")
 # Masked before words are compared: they name this user's files and hosts, not the failure.
 _NOISE = re.compile(
     r"[a-z][a-z0-9+.-]*://\S+"  # URLs
@@ -132,7 +159,7 @@ class Searcher:
         views = (text, normalised) if (normalised := normalise(text)) != text else (text,)
         hits = [hit for platform, gotcha, patterns in self.entries
                 if (hit := self._rule_hit(views, platform, gotcha, patterns)) is not None]
-        if not hits and fuzzy and _TROUBLE.search(text):
+        if not hits and fuzzy and _TROUBLE.search(_NONE_WRONG.sub(" ", text)):
             hits = self._fuzzy_hits(text)
         hits.sort(key=lambda h: -h.score)
         return hits[:limit] if limit else hits
@@ -172,10 +199,14 @@ class Searcher:
 
 def normalise(text: str) -> str:
     """`text` without what a paste adds around a failure: colour codes, the log prefix
-    (timestamps, levels, `file.py:123]`), backslash-escaped quotes, runs of blanks."""
-    line = _ESCAPED_QUOTE.sub(r"\1", _ANSI.sub("", text))
+    (timestamps, levels, `file.py:123]`, syslog's host and tag), backslash-escaped quotes, curly
+    and full-width punctuation (NFKC), markdown emphasis and code spans, a quote marker or
+    shell prompt, runs of blanks."""
+    line = unicodedata.normalize("NFKC", _ANSI.sub("", text)).translate(_QUOTES)
+    line = _ESCAPED_QUOTE.sub(r"\1", _MARKDOWN.sub("", line))
     for _ in range(4):  # `[2023-..] [ERROR] [launch.py:320] ...` stacks prefixes
         stripped = _LOG_PREFIX.sub("", line, count=1)
+        stripped = _SYSLOG.sub("", _LEAD.sub("", stripped, count=1), count=1)
         if stripped == line:
             break
         line = stripped
