@@ -35,6 +35,10 @@ searching:
   syslog prefixes normalised; new gotchas U64-U66 for three of its `lacks:` lines): 73/73 and
   0/29, so round 4 is now fitted too, no longer held out. A fresh round is needed to measure
   that change.
+- round 5 (80 + 39; 8 more the catalog lacks), collected after that change by someone who never
+  ran search on them, from 105 repositories nothing here cites: 66/80 (82.5%) in the top 3 with
+  or without --profile, and 1/39 unrelated lines answered (a CPU-only run's warning that no
+  NVIDIA driver was found, answered U31).
 
 The bars below are the measured figures, so a change that loses a hit or adds a false answer
 fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed with what
@@ -61,10 +65,11 @@ ROUNDS = {  # round: (positive key, negative key)
     2: ("round2_positive", "round2_negative"),
     3: ("round3_positive", "round3_negative"),
     4: ("round4_positive", "round4_negative"),
+    5: ("round5_positive", "round5_negative"),
 }
 # Measured when each bar was set (see the module docstring).
-MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73}
-MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0}
+MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 66 / 80}
+MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0, 5: 1}
 # The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
 NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}
 
@@ -92,7 +97,7 @@ def _misses(entries: list[dict], *, with_profile: bool = False) -> list[tuple]:
 
 
 def test_the_corpus_is_sourced_sized_and_disjoint_from_the_tuning_corpus():
-    for round_ in (1, 3, 4):  # the rounds sized to measure a rate, not just to probe misses
+    for round_ in (1, 3, 4, 5):  # the rounds sized to measure a rate, not just to probe misses
         assert len(_answerable(round_)) >= 40 and len(HELDOUT[ROUNDS[round_][1]]) >= 20
     tuning_lines = {e["line"] for e in TUNING["positive"] + TUNING["negative"]}
     tuning_threads = {e["source"] for e in TUNING["positive"] + TUNING["negative"]}
