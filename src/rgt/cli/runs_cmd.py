@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from rgt.cli import app
 from rgt.cli.confirm import typed_name
@@ -57,20 +57,41 @@ def runs_cmd(
         console.print("No runs yet. Start one with [bold]rgt run BOX JOB.yaml[/] "
                       "(or try [bold]rgt demo[/]).")
         return
-    table = Table(title="Runs", title_justify="left")
-    for column in ("run", "box", "job", "status", "attempt", "age", "pulled"):
-        table.add_column(column, overflow="fold")
+    _print_runs(rows)
+
+
+def _print_runs(rows: list[dict]) -> None:
+    """One line of facts per run, readable at 80 columns: a run id is never cut (it is what the
+    other verbs take); an id too long for the row gets a line of its own, and the attempts it
+    continues and was continued by go on a line under it (JSON has them as `resumes` and
+    `resumed_by`)."""
+    header = ["RUN", "BOX", "JOB", "STATUS", "ATTEMPT", "AGE", "PULLED"]
+    cells = []
     for row in rows:
-        attempt = str(row["attempt"])
-        if row["resumes"]:
-            attempt += f" ← {row['resumes']}"
-        if row["resumed_by"]:
-            attempt += f" → {row['resumed_by']}"
+        arrows = (" ←" if row["resumes"] else "") + (" →" if row["resumed_by"] else "")
         status = row["status"] + (f" ({row['exit_code']})" if row["exit_code"] else "")
-        table.add_row(escape(row["id"]), escape(row["box"]), escape(row["job"]),
-                      escape(status), escape(attempt), duration(row["age_s"]),
-                      row["pulled"] or "-")
-    console.print(table)
+        cells.append([row["id"], row["box"], row["job"], status, f"{row['attempt']}{arrows}",
+                      duration(row["age_s"]), row["pulled"] or "-"])
+    widths = [max(len(c[i]) for c in [header, *cells]) for i in range(len(header))]
+    room = console.width - sum(widths[1:]) - 2 * len(widths[1:])
+    widths[0] = max([3] + [len(c[0]) for c in cells if len(c[0]) <= room])
+    _print_line(header, widths, style="bold")
+    for row, line in zip(rows, cells, strict=True):
+        if len(line[0]) > widths[0]:
+            console.print(Text(line[0]), highlight=False)
+            line[0] = ""
+        _print_line(line, widths)
+        links = [f"{arrow} {row[key]}" for arrow, key in (("←", "resumes"), ("→", "resumed_by"))
+                 if row[key]]
+        if links and len("  " + "   ".join(links)) <= console.width:
+            links = ["   ".join(links)]
+        for link in links:
+            console.print(Text("  " + link, style="dim"), highlight=False)
+
+
+def _print_line(cells: list[str], widths: list[int], style: str = "") -> None:
+    line = "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
+    console.print(Text(line.rstrip(), style=style), highlight=False)
 
 
 @app.command()

@@ -181,7 +181,7 @@ def wait_until_done(store: Store, box: Box, run: Run, *, poll_s: float = 2.0,
 
     A box that does not answer is asked again with backoff, each failure told to `say`, and
     given up on (BoxUnreachable) after `give_up_s` seconds of silence."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    deadline = _deadline(timeout_s)
     silence = Silence(box, poll_s, give_up_s, say)
     while True:
         pause = poll_s
@@ -198,6 +198,15 @@ def wait_until_done(store: Store, box: Box, run: Run, *, poll_s: float = 2.0,
         if deadline is not None and time.monotonic() > deadline:
             raise _still_going(box, run, summary, timeout_s)
         time.sleep(pause)
+
+
+def _deadline(timeout_s: float | None) -> float | None:
+    """When a wait of `timeout_s` seconds ends (None: never); a negative or NaN is refused."""
+    if timeout_s is None:
+        return None
+    if not timeout_s >= 0:  # NaN too: it would compare false and wait forever
+        raise UserError(f"--timeout takes a number of seconds >= 0, not {timeout_s:g}")
+    return time.monotonic() + timeout_s
 
 
 def _still_going(box: Box, run: Run, summary: dict[str, Any], timeout_s: float) -> UserError:
@@ -217,7 +226,7 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
     """
     offset = 0
     platform = platform_for(box.profile)
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    deadline = _deadline(timeout_s)
     silence = Silence(box, poll_s, give_up_s, say)
     while True:
         pause = poll_s
