@@ -117,3 +117,8 @@ def test_units_are_grouped_by_name_and_left_out_by_the_real_engine(tmp_path):
     assert names(tmp_path / "got") == sorted(
         ["checkpoint-300/trainer_state.json", "checkpoint-300/global_step300/x",
          "ckpt-0000000200.pt", "ckpt-0000000200.json", "last.ckpt", "config.json"])
+    # a transport that lists every file flat (the Kubernetes door) leaves them out too
+    from rgt.onbox.xfer import compile_excludes, excluded
+    rules = compile_excludes(plan.excludes())
+    assert excluded(rules, "checkpoint-100/model.safetensors", False)
+    assert not excluded(rules, "checkpoint-300/trainer_state.json", False)

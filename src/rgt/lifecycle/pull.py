@@ -221,8 +221,11 @@ class CheckpointPlan:
         out = []
         for key in self.left:
             unit = self.units[key]
-            names = [key + "/"] if unit.is_dir else unit.files
-            out += ["/" + re.sub(r"([*?\[\\])", r"\\\1", name) for name in names]
+            names = [key] if unit.is_dir else unit.files
+            for name in names:
+                literal = "/" + re.sub(r"([*?\[\\])", r"\\\1", name)
+                # a directory, and what lies under it (for transports that list files flat)
+                out += [literal + "/", literal + "/**"] if unit.is_dir else [literal]
         return out
 
     def summary(self) -> dict[str, Any] | None:
