@@ -38,7 +38,11 @@ searching:
 - round 5 (80 + 39; 8 more the catalog lacks), collected after that change by someone who never
   ran search on them, from 105 repositories nothing here cites: 66/80 (82.5%) in the top 3 with
   or without --profile, and 1/39 unrelated lines answered (a CPU-only run's warning that no
-  NVIDIA driver was found, answered U31).
+  NVIDIA driver was found, answered U31). Its misses drove the next change (SIGHUP from a
+  session that ended: torch's SignalException signal 1, closing signal SIGHUP, 'hangup'; a
+  continuation flag run as a command from CRLF; nvidia-smi losing a device handle; NVRM probe
+  failures; a bare quota refusal; any scheduler's "no nodes with enough resources"; urllib3 read
+  timeouts and git's RPC failures): 78/80, so round 5 is fitted too.
 
 The bars below are the measured figures, so a change that loses a hit or adds a false answer
 fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed with what
@@ -68,7 +72,7 @@ ROUNDS = {  # round: (positive key, negative key)
     5: ("round5_positive", "round5_negative"),
 }
 # Measured when each bar was set (see the module docstring).
-MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 66 / 80}
+MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80}
 MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0, 5: 1}
 # The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
 NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}
