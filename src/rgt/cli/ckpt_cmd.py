@@ -17,7 +17,7 @@ from rich.table import Table
 
 from rgt.ckpt import CheckpointNotFoundError, formats
 from rgt.cli import app
-from rgt.cli.console import console, duration
+from rgt.cli.console import console, duration, print_json
 
 ckpt_app = typer.Typer(
     name="ckpt",
@@ -34,6 +34,8 @@ def ls(
     quick: bool = typer.Option(
         False, "--quick", help="Parse only: no sha256 of rgt.ckpt files, nothing loaded."
     ),
+    as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout "
+                                                       "(README: JSON output)."),
 ) -> None:
     """List checkpoints: step, metric, bytes, age, verified (and how), kind."""
     if not directory.exists():
@@ -41,13 +43,17 @@ def ls(
     if not directory.is_dir():
         raise CheckpointNotFoundError(f"{directory} is not a directory (try `rgt ckpt verify`)")
     found = formats.find(directory)
-    if not found:
+    if not found and not as_json:
         console.print(f"no checkpoints in {escape(str(directory))}")
         return
     verdicts = sorted((formats.check(p, deep=not quick) for p in found),
                       key=lambda v: (-1 if v.step is None else v.step, str(v.path)))
     names = {v.path: str(v.path.relative_to(directory)) if v.path != directory else v.path.name
              for v in verdicts}
+    if as_json:
+        print_json("ckpt ls", directory=str(directory),
+                   checkpoints=[_record(v, names[v.path], quick) for v in verdicts])
+        return
     # 80 columns, names whole: the file never wrapped or cut with "…" (a cut checkpoint name
     # is no use), the verdict wrapped at its spaces instead.
     table = Table(title=escape(str(directory)), title_justify="left")
@@ -76,6 +82,14 @@ def ls(
     console.print(table)
 
 
+def _record(v: formats.Verdict, name: str, quick: bool = False) -> dict:
+    """A verdict as --json gives it: what `ckpt ls` and `ckpt verify` print, uncut."""
+    return {"path": name, "ok": v.ok, "kind": v.kind, "step": v.step, "bytes": v.bytes,
+            "metric": v.metric, "age_s": _age(v), "checked": list(v.checked),
+            "verified": v.ok and not (quick and v.kind == "rgt.ckpt"), "loaded": v.loaded,
+            "note": v.note, "parts": [_record(p, p.path.name) for p in v.parts]}
+
+
 def _age(v: formats.Verdict) -> float | None:
     if v.created is not None:
         return max(0.0, time.time() - v.created)
@@ -90,6 +104,9 @@ def verify(
     path: Path = typer.Argument(..., help="A checkpoint file, its rgt sidecar, or a checkpoint "
                                           "directory (HF checkpoint-N, DCP)."),
     no_load: bool = typer.Option(False, "--no-load", help="Check hashes and structure only."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout "
+                                                       "(README: JSON output); exit codes "
+                                                       "the same."),
 ) -> None:
     """Is the checkpoint whole, does it load, what step — and what was checked to say so.
 
@@ -108,6 +125,11 @@ def verify(
             ".pt/.pth/.bin, Lightning .ckpt, .safetensors, an HF checkpoint-N or DCP "
             "directory); nothing was checked")
     v = formats.check(path, load=not no_load)
+    if as_json:
+        print_json("ckpt verify", checkpoint=_record(v, str(v.path)))
+        if not v.ok:
+            raise typer.Exit(1)
+        return
     loads = {True: "yes", False: "no", None: "not tried"}[v.loaded]
     if v.parts and v.loaded is None:
         loads = "yes" if any(p.loaded for p in v.parts) else loads
