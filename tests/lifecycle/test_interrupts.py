@@ -94,7 +94,11 @@ def test_ctrl_c_after_the_job_started_records_the_run(cli, tmp_path):
     cli.ok("cancel", "box", run["id"], "--yes", "--grace", "1")
 
 
-def test_ctrl_c_during_pull_records_nothing_and_the_next_pull_resumes(cli, tmp_path):
+def test_ctrl_c_during_pull_records_nothing_and_the_next_pull_resumes(cli, tmp_path, tmpfs):
+    # The box's disks are a tmpfs: the runner copies each of the MANY outputs to the durable
+    # dir with an fsync (minutes on a busy disk, seconds here); the pull still writes them to
+    # this machine's disk one by one, the stage the Ctrl-C interrupts.
+    disk = tmpfs("size=256m")
     work = tmp_path / "job"
     work.mkdir()
     (work / "gen.py").write_text(
@@ -103,7 +107,7 @@ def test_ctrl_c_during_pull_records_nothing_and_the_next_pull_resumes(cli, tmp_p
         "    os.makedirs(f'out/d{i // 1000}', exist_ok=True)\n"
         "    open(f'out/d{i // 1000}/f{i}', 'w').write('y')\n")
     spec = write_job(work, run="python3 gen.py", outputs=["out"])
-    cli.ok("up", "box")
+    cli.ok("up", "box", "--data-dir", str(disk / "data"), "--durable-dir", str(disk / "durable"))
     run_id = cli.ok("run", "box", str(spec), "-d").stdout.strip().splitlines()[-1]
     cli.ok("watch", "box", run_id, "--until-done", "--timeout", "120")
     dest = tmp_path / "results"
