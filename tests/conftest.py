@@ -31,6 +31,19 @@ def pytest_make_collect_report(collector):
     _fail_skips_in_ci((yield).get_result())
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the group marks
+def pytest_collection_modifyitems(config, items):
+    """scripts/test spreads the suite over pytest-xdist workers (`--dist loadgroup`). The tests
+    on the private Slurm cluster share one cluster per session: they stay on one worker (one
+    group), and go first, since that group is the longest stretch one worker runs."""
+    slurm = [item for item in items if "slurm_cluster" in getattr(item, "fixturenames", ())]
+    for item in slurm:
+        item.add_marker(pytest.mark.xdist_group("slurm"))
+    if slurm and getattr(config.option, "loadgroup", False):  # set on xdist's workers
+        first = set(slurm)
+        items[:] = slurm + [item for item in items if item not in first]
+
+
 @pytest.fixture
 def tmpfs(tmp_path):
     """mount(options) -> a fresh tmpfs mounted with those options (`size=1m,nr_inodes=4`): a
