@@ -43,6 +43,10 @@ searching:
   continuation flag run as a command from CRLF; nvidia-smi losing a device handle; NVRM probe
   failures; a bare quota refusal; any scheduler's "no nodes with enough resources"; urllib3 read
   timeouts and git's RPC failures): 78/80, so round 5 is fitted too.
+- round 6 (82 + 37; 4 more the catalog lacks), collected after that change the same way, from
+  about 80 repositories: 62/82 (75.6%) in the top 3, 63/82 with --profile, 0/37 unrelated lines
+  answered. 9 of its 20 misses are a user's own sentences or issue titles rather than program
+  output ("There is no error message or anything ..."), which only the fuzzy stage could answer.
 
 The bars below are the measured figures, so a change that loses a hit or adds a false answer
 fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed with what
@@ -70,10 +74,11 @@ ROUNDS = {  # round: (positive key, negative key)
     3: ("round3_positive", "round3_negative"),
     4: ("round4_positive", "round4_negative"),
     5: ("round5_positive", "round5_negative"),
+    6: ("round6_positive", "round6_negative"),
 }
 # Measured when each bar was set (see the module docstring).
-MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80}
-MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0, 5: 1}
+MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80, 6: 62 / 82}
+MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0}
 # The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
 NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}
 
@@ -101,7 +106,7 @@ def _misses(entries: list[dict], *, with_profile: bool = False) -> list[tuple]:
 
 
 def test_the_corpus_is_sourced_sized_and_disjoint_from_the_tuning_corpus():
-    for round_ in (1, 3, 4, 5):  # the rounds sized to measure a rate, not just to probe misses
+    for round_ in (1, 3, 4, 5, 6):  # the rounds sized to measure a rate, not just to probe misses
         assert len(_answerable(round_)) >= 40 and len(HELDOUT[ROUNDS[round_][1]]) >= 20
     tuning_lines = {e["line"] for e in TUNING["positive"] + TUNING["negative"]}
     tuning_threads = {e["source"] for e in TUNING["positive"] + TUNING["negative"]}
