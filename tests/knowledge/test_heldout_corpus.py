@@ -47,6 +47,11 @@ searching:
   about 80 repositories: 62/82 (75.6%) in the top 3, 63/82 with --profile, 0/37 unrelated lines
   answered. 9 of its 20 misses are a user's own sentences or issue titles rather than program
   output ("There is no error message or anything ..."), which only the fuzzy stage could answer.
+  Its program-output misses drove the next change (NCCL's posix_fallocate on a full /dev/shm,
+  torch.save's "File ... cannot be opened" and write() EIO, a cut "CUDA driver version is
+  insufficient", the Hub URL with a slash, W&B's GraphQL 401, Azure/Vertex quota wordings, QOS
+  minimums and job_submit plugins, a localised packet_write_wait): 73/82, fitted; the 9 left
+  are the sentences.
 
 The bars below are the measured figures, so a change that loses a hit or adds a false answer
 fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed with what
@@ -77,7 +82,7 @@ ROUNDS = {  # round: (positive key, negative key)
     6: ("round6_positive", "round6_negative"),
 }
 # Measured when each bar was set (see the module docstring).
-MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80, 6: 62 / 82}
+MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80, 6: 73 / 82}
 MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0}
 # The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
 NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}
