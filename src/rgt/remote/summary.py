@@ -10,6 +10,7 @@ nobody reported is left out, never guessed: no total, no ETA.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import PurePosixPath
 from typing import Any
@@ -31,13 +32,20 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
         status = "preempted"
     started, ended = state.get("started"), state.get("ended")
     causes = []
+    said = verdict.get("summary")
     if status == "stopped":  # what the stop kept is the first thing to know
         causes.append(stop_line({"stop_signal": state.get("stop_signal"),
                                  "last_checkpoint": last_checkpoint(report.get("checkpoints"))}))
-    if verdict.get("summary") and status not in ("running", "succeeded"):
-        causes.append(verdict["summary"])
-    if verdict.get("cause") and verdict["cause"] not in " ".join(causes):
-        causes.append(f"likely cause: {verdict['cause']}")
+        if said and _plain(said).startswith("stopped by"):
+            said = None  # the probe's own `stopped by SIGTERM: …`; the exit code is on show
+    if said and status not in ("running", "succeeded"):
+        causes.append(said)
+    # The probe's cause is a slug: for an end the runner recorded it names what the summary
+    # says in words (`sigkill`, `terminated`); only the ladder's pick, for a run that
+    # vanished, is news.
+    cause = verdict.get("cause")
+    if cause and verdict.get("ladder") and _plain(cause) not in _plain(" ".join(causes)):
+        causes.append(f"likely cause: {cause}")
     if verdict.get("gotchas"):
         causes.append("see " + ", ".join(verdict["gotchas"]))
     return {
@@ -118,3 +126,8 @@ def stop_line(summary: dict[str, Any]) -> str:
     step = f"step {ckpt['step']} ({ckpt['name']})" if ckpt.get("step") is not None \
         else ckpt["name"]
     return f"stopped by {signal}, last checkpoint {step}"
+
+
+def _plain(text: str) -> str:
+    """TEXT for comparing what two lines say: lower case, dashes and underscores as spaces."""
+    return " ".join(re.split(r"[\s_\-\u2013\u2014]+", text.lower())).strip()
