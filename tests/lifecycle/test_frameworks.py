@@ -45,8 +45,10 @@ def home_of(run_dir: Path) -> Path:
     return Path(json.loads((run_dir / "run.json").read_text())["env"]["RGT_CKPT_DIR"])
 
 
-def pull(cli, run_id: str, dest: Path, box: str = "box") -> tuple[dict, str]:
-    result = cli.ok("pull", box, run_id, "--dest", str(dest))
+def pull(cli, run_id: str, dest: Path, box: str = "box", *, checkpoints: str = "all"
+         ) -> tuple[dict, str]:
+    """Pull every checkpoint of the home (unless told), to look at the older ones too."""
+    result = cli.ok("pull", box, run_id, "--dest", str(dest), "--checkpoints", checkpoints)
     return cli.verified(box, run_id), result.stdout + result.stderr
 
 
@@ -62,6 +64,10 @@ def test_hf_trainer_runs_pulls_verified_lists_and_goes_down(cli, tmp_path):
     # HF's tqdm bar gives step/total and rate; its dict lines (quoted values) the loss
     assert re.search(r"step 6/6 · train_loss \d", watched.stdout), watched.stdout
 
+    newest, _ = pull(cli, run_id, tmp_path / "got", checkpoints="latest")  # the default
+    assert newest["ok"] and steps(newest) == {"ckpt/checkpoint-6": 6}, newest
+    assert newest["checkpoints_left"]["steps"] == [3, 3]
+    assert not (tmp_path / "got" / "ckpt" / "checkpoint-3").exists()
     report, said = pull(cli, run_id, tmp_path / "got")
     assert report["ok"], report["problems"]
     assert steps(report) == {"ckpt/checkpoint-3": 3, "ckpt/checkpoint-6": 6}
