@@ -52,6 +52,10 @@ searching:
   insufficient", the Hub URL with a slash, W&B's GraphQL 401, Azure/Vertex quota wordings, QOS
   minimums and job_submit plugins, a localised packet_write_wait): 73/82, fitted; the 9 left
   are the sentences.
+- round 7 (82 + 38; 9 more the catalog lacks), collected after that change the same way but of
+  program output only (no sentences or titles, as the issue defines the corpus), from 92
+  repositories: 71/82 (86.6%) in the top 3, with or without --profile, 0/38 unrelated lines
+  answered.
 
 The bars below are the measured figures, so a change that loses a hit or adds a false answer
 fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed with what
@@ -80,10 +84,11 @@ ROUNDS = {  # round: (positive key, negative key)
     4: ("round4_positive", "round4_negative"),
     5: ("round5_positive", "round5_negative"),
     6: ("round6_positive", "round6_negative"),
+    7: ("round7_positive", "round7_negative"),
 }
 # Measured when each bar was set (see the module docstring).
-MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80, 6: 73 / 82}
-MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0}
+MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80, 6: 73 / 82, 7: 71 / 82}
+MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0, 7: 0}
 # The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
 NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}
 
@@ -111,7 +116,7 @@ def _misses(entries: list[dict], *, with_profile: bool = False) -> list[tuple]:
 
 
 def test_the_corpus_is_sourced_sized_and_disjoint_from_the_tuning_corpus():
-    for round_ in (1, 3, 4, 5, 6):  # the rounds sized to measure a rate, not just to probe misses
+    for round_ in (1, 3, 4, 5, 6, 7):  # the rounds sized to measure a rate, not just to probe misses
         assert len(_answerable(round_)) >= 40 and len(HELDOUT[ROUNDS[round_][1]]) >= 20
     tuning_lines = {e["line"] for e in TUNING["positive"] + TUNING["negative"]}
     tuning_threads = {e["source"] for e in TUNING["positive"] + TUNING["negative"]}
