@@ -161,8 +161,9 @@ def offers(
     from rgt.lifecycle import cloud
     from rgt.platforms.base import OfferQuery
 
-    if num_gpus is not None and num_gpus < 1:
-        raise UserError(f"--num-gpus {num_gpus}: give 1 or more")
+    if min_reliability is not None and not 0 <= min_reliability <= 1:
+        raise UserError(f"--min-reliability {min_reliability:g}: give a fraction from 0 to 1 "
+                        "(e.g. 0.95)")
     options = {k: v for k, v in (("min_reliability", min_reliability),
                                  ("unverified", unverified or None), ("cloud", cloud_))
                if v is not None}

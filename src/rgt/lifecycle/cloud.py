@@ -4,6 +4,7 @@ through the platform's optional verbs (`offers`, `cloud_status`), never by namin
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Any
 
 from rgt.errors import UserError
@@ -26,8 +27,7 @@ def renting_profiles(verb: str) -> list[str]:
 def offers(profile: str, query: OfferQuery) -> Offers:
     """What `profile`'s platform would rent now for `query`; refused in one line by a platform
     that rents nothing through an API (Slurm, Kubernetes, an SSH box)."""
-    if query.limit < 1:
-        raise UserError(f"--limit {query.limit}: give the number of offers to show, 1 or more")
+    check_query(query)
     name = load_profile(profile).name
     platform = platform_for(name)
     if not hasattr(platform, "offers"):
@@ -35,6 +35,25 @@ def offers(profile: str, query: OfferQuery) -> Offers:
                         f"machines through an API. `rgt offers` lists what "
                         f"{', '.join(renting_profiles('offers'))} rent")
     return platform.offers(query)
+
+
+def check_query(query: OfferQuery) -> None:
+    """The user's words, checked before any platform asks for its API key: a mistyped
+    argument is said as itself, not as a missing credential."""
+    if query.limit < 1:
+        raise UserError(f"--limit {query.limit}: give the number of offers to show, 1 or more")
+    price = query.max_price
+    if price is not None and not (0 < price < math.inf):
+        raise UserError(f"--max-price {price:g}: give the most USD per hour, more than 0 "
+                        "(e.g. 0.5)")
+    if query.count is not None and query.count < 1:
+        raise UserError(f"--num-gpus {query.count}: give 1 or more")
+    if query.gpu is not None:
+        name, colon, count = query.gpu.rpartition(":")
+        if not query.gpu.strip() or (colon and not (name.strip() and count.isdigit()
+                                                    and int(count) >= 1)):
+            raise UserError(f"--gpu {query.gpu!r}: write it as TYPE or TYPE:COUNT with COUNT "
+                            "1 or more, e.g. H100:2")
 
 
 def cloud_status(store: Store, name: str) -> tuple[Box, dict[str, Any]]:
