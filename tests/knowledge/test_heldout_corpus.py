@@ -56,6 +56,10 @@ searching:
   program output only (no sentences or titles, as the issue defines the corpus), from 92
   repositories: 71/82 (86.6%) in the top 3, with or without --profile, 0/38 unrelated lines
   answered.
+  Its misses drove the next change (any srun task range out of memory, the kernel's "Kill
+  process", an uncorrectable ECC error, a full df row, a gated repo's request-access line,
+  dash's CRLF syntax error, RunPod's basic ssh refusing a PTY, gcloud's ssh exit 255, torch's
+  shared-memory object out of descriptors): 80/82, fitted (two nvidia-smi table rows left).
 
 The bars below are the measured figures, so a change that loses a hit or adds a false answer
 fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed with what
@@ -87,7 +91,7 @@ ROUNDS = {  # round: (positive key, negative key)
     7: ("round7_positive", "round7_negative"),
 }
 # Measured when each bar was set (see the module docstring).
-MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80, 6: 73 / 82, 7: 71 / 82}
+MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80, 6: 73 / 82, 7: 80 / 82}
 MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0, 7: 0}
 # The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
 NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}

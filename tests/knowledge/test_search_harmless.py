@@ -16,6 +16,12 @@ import pytest
 from rgt.profiles import search_gotchas
 
 HARMLESS = [
+    # df rows: a squashfs snap is always full, a data disk at 45% is fine
+    "/dev/loop3        56832   56832         0 100% /snap/core18/2812",
+    "/dev/nvme0n1p1  1921724  864775   1056949  45% /data",
+    "Volatile Uncorr. ECC: 0, Aggregated Uncorr. ECC: 0",
+    "srun: job 4242 queued and waiting for resources; tasks 0-3 will start together",
+    "Kill process group on exit: enabled",
     # memory, in a healthy run
     "Epoch 3/10: 100%|██████████| 1563/1563 [02:11<00:00, 11.9it/s, loss=0.412, mem=14.2G]",
     "INFO: peak GPU memory 21.3 GiB of 80 GiB",
