@@ -120,7 +120,7 @@ def _misses(entries: list[dict], *, with_profile: bool = False) -> list[tuple]:
 
 
 def test_the_corpus_is_sourced_sized_and_disjoint_from_the_tuning_corpus():
-    for round_ in (1, 3, 4, 5, 6, 7):  # the rounds sized to measure a rate, not just to probe misses
+    for round_ in set(ROUNDS) - {2}:  # the rounds sized to measure a rate, not to probe misses
         assert len(_answerable(round_)) >= 40 and len(HELDOUT[ROUNDS[round_][1]]) >= 20
     tuning_lines = {e["line"] for e in TUNING["positive"] + TUNING["negative"]}
     tuning_threads = {e["source"] for e in TUNING["positive"] + TUNING["negative"]}
