@@ -17,9 +17,17 @@ from rgt.lifecycle.metrics import Series
 INSTALL_HINT = "pip install 'rgt[plot]'"
 
 
-def write_png(data: Series, keys: list[str], path: Path, *, log_y: bool = False) -> None:
-    """One panel per metric, stacked, sharing the x axis; written to a temporary name in
-    PATH's directory and renamed, so PATH is whole or untouched."""
+def check(path: Path) -> None:
+    """Before any work (reading the box, drawing the terminal chart): matplotlib is there and
+    PATH can be written, or one line says what to do."""
+    _pyplot()
+    if path.suffix.lower() != ".png":
+        raise UserError(f"--png {path}: give a file name ending in .png")
+    if not path.parent.is_dir():
+        raise UserError(f"--png {path}: the directory {path.parent} does not exist")
+
+
+def _pyplot():
     try:
         import matplotlib
 
@@ -27,11 +35,15 @@ def write_png(data: Series, keys: list[str], path: Path, *, log_y: bool = False)
         from matplotlib import pyplot
     except ImportError:
         raise UserError(f"--png needs matplotlib, which is not installed: {INSTALL_HINT} "
-                        "(the terminal chart works without it)") from None
-    if path.suffix.lower() != ".png":
-        raise UserError(f"--png {path}: give a file name ending in .png")
-    if not path.parent.is_dir():
-        raise UserError(f"--png {path}: the directory {path.parent} does not exist")
+                        "(without --png the terminal chart needs nothing)") from None
+    return pyplot
+
+
+def write_png(data: Series, keys: list[str], path: Path, *, log_y: bool = False) -> None:
+    """One panel per metric, stacked, sharing the x axis; written to a temporary name in
+    PATH's directory and renamed, so PATH is whole or untouched."""
+    check(path)
+    pyplot = _pyplot()
     figure, axes = pyplot.subplots(len(keys), 1, sharex=True, squeeze=False,
                                    figsize=(9, 2.6 * len(keys) + 0.6))
     for axis, key in zip((row[0] for row in axes), keys, strict=True):

@@ -191,6 +191,10 @@ def plot(
     `iter N: loss X`, JSON lines, Hugging Face dict lines): from the box while it is up, else
     from the log `rgt pull` brought back.
     """
+    if png is not None:  # the extra and the file name first: no chart drawn, then refused
+        from rgt.cli import pngplot
+
+        pngplot.check(png)
     data = metrics_mod.metric_series(Store(), name, run_id, pulled=pulled, cell=cell)
     keys = choose(data, metric)
     if as_json:
