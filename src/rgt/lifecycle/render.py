@@ -4,21 +4,30 @@ The platform's optional `render` verb writes it (Slurm: the sbatch script; Kuber
 manifests as multi-document YAML). `render` needs no box: it stands one in with the profile's
 directories, resolved for a placeholder user, or the ones given; `--dry-run` uses the
 registered box, so it prints exactly what `rgt run` would submit there.
+
+A platform without `render` submits nothing of its own: its boxes run the job under rgt's
+on-box runner. There `--dry-run` prints what the runner would be given on that box — the
+command, setup, directories, the names of the environment variables and secrets (never a
+value), and the files the push would send, from the push's own list — and touches nothing.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 from rgt.errors import UserError
 from rgt.lifecycle.boxes import resources_from
 from rgt.lifecycle.launch import new_run_id
+from rgt.lifecycle.pushlist import push_excludes
+from rgt.onbox import xfer
 from rgt.platforms import Platform, platform_for
 from rgt.platforms.base import refuse_foreign_sections
 from rgt.profiles import load_profile
+from rgt.remote.layout import Layout, job_environment
 from rgt.remote.register import check_dir_flags, resolve_dir
-from rgt.spec import JobSpec
+from rgt.spec import JobSpec, drop_torch_installs
 from rgt.store import Box, Store
 
 HOME, USER = "/home/USER", "USER"  # what the stand-in box's $HOME and $USER read as
@@ -29,8 +38,10 @@ def renderer(profile: str, spec: JobSpec) -> Platform:
     refuse_foreign_sections(platform, spec)
     if not hasattr(platform, "render"):
         raise UserError(f"{profile} submits nothing to render: its boxes run the job under "
-                        "rgt's on-box runner, as the spec says (render shows a scheduler's "
-                        "batch script or a cluster's manifests: --profile slurm, kubernetes)")
+                        "rgt's on-box runner, as the spec says; `rgt run BOX JOB.yaml "
+                        "--dry-run` shows what a registered box's runner would be given "
+                        "(render writes a scheduler's batch script or a cluster's manifests: "
+                        "--profile slurm, kubernetes)")
     return platform
 
 
@@ -68,8 +79,78 @@ def render(spec: JobSpec, profile: str, *, data_dir: str | None = None,
 
 
 def dry_run(store: Store, box_name: str, spec: JobSpec, *, after: str | None = None) -> str:
-    """`rgt run BOX JOB.yaml --dry-run`: what `rgt run` would submit on that box."""
+    """`rgt run BOX JOB.yaml --dry-run`: what `rgt run` would submit on that box, or what its
+    on-box runner would be given; nothing is sent."""
     box = store.box(box_name)
+    platform = platform_for(box.profile)
+    if not hasattr(platform, "render"):
+        return runner_plan(store, box, platform, spec, after=after)
     platform = renderer(box.profile, spec)
     dependency = platform.dependency_on(store.run(box.name, after)) if after else None
     return platform.render(box, spec, new_run_id(spec.name), dependency=dependency)
+
+
+SHOWN_FILES = 30  # the largest files the plan lists by name; the rest are counted
+
+
+def runner_plan(store: Store, box: Box, platform: Platform, spec: JobSpec, *,
+                after: str | None = None) -> str:
+    """What `rgt run` would hand the on-box runner on BOX: read from the spec, the profile,
+    the box's directories and this machine's workdir; the box is not contacted."""
+    if box.state != "up":
+        raise UserError(f"box {box.name!r} is down; register a new one with `rgt up`")
+    refuse_foreign_sections(platform, spec)
+    if spec.grid or after:
+        what = "a sweep (`grid`)" if spec.grid else "--after"
+        raise UserError(f"{what} needs a scheduler (the slurm profile's job arrays and "
+                        f"dependencies); on a {box.profile} box, run one job per cell")
+    profile = load_profile(box.profile)
+    run_id = new_run_id(spec.name)
+    layout = Layout.of(box, run_id, spec)
+    setup, dropped = spec.setup, []
+    if profile.launch.env_contract.pip_install_torch_forbidden:
+        setup, dropped = drop_torch_installs(setup)
+    try:
+        _, files, links, problems = xfer.scan(spec.workdir, push_excludes(spec, store))
+    except xfer.XferError as err:
+        raise UserError(f"cannot read the workdir {spec.workdir}: {err}") from None
+    total = sum(entry[1] for entry in files)
+    env = job_environment(spec, profile, layout)
+    lines = [f"# what `rgt run` would give the on-box runner on {box.name} ({box.profile}); "
+             "nothing was sent, nothing started",
+             f"run dir     {layout.run_dir}  (a new run id at each launch)",
+             f"workdir     {layout.code}  (the push of {spec.workdir})",
+             f"setup       {setup.strip() or '(none)'}"]
+    if dropped:
+        lines.append(f"            dropped from setup: {', '.join(dropped)} (this image's "
+                     "PyTorch is the environment)")
+    lines += [f"command     {spec.run.strip()}",
+              f"env         {', '.join(env)}  (names; values from the spec and the profile)"]
+    for name in spec.secrets:
+        said = "set here; its value goes on stdin, never shown" if os.environ.get(name) \
+            else "NOT set here: `rgt run` refuses until it is exported"
+        lines.append(f"secret      {name}  ({said})")
+    lines.append(f"checkpoints {layout.ckpt}  ($RGT_CKPT_DIR, kept across runs of the job)")
+    if spec.outputs:
+        lines.append(f"outputs     {', '.join(spec.outputs)} -> {layout.out}  (copied and "
+                     "verified when the job exits 0)")
+    lines.append(f"files       {len(files)}, {_size(total)}"
+                 + (f", {len(links)} symlink(s)" if links else "")
+                 + "  (left out: the spec's exclude, .rgtignore, pulled results)")
+    for name, size, *_ in sorted(files, key=lambda entry: (-entry[1], entry[0]))[:SHOWN_FILES]:
+        lines.append(f"  {_size(size):>10}  {name}")
+    if len(files) > SHOWN_FILES:
+        rest = sorted(entry[1] for entry in files)[:len(files) - SHOWN_FILES]
+        lines.append(f"  … and {len(rest)} smaller file(s), {_size(sum(rest))}")
+    for name, why in problems:
+        lines.append(f"  not readable here: {name} ({why})")
+    return "\n".join(lines) + "\n"
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"
