@@ -60,6 +60,10 @@ searching:
   process", an uncorrectable ECC error, a full df row, a gated repo's request-access line,
   dash's CRLF syntax error, RunPod's basic ssh refusing a PTY, gcloud's ssh exit 255, torch's
   shared-memory object out of descriptors): 80/82, fitted (two nvidia-smi table rows left).
+- round 8 (67 + 32; 2 more the catalog lacks), program output collected after that change the
+  same way, from 83 repositories: 57/67 (85.1%) in the top 3, with or without --profile, 0/32
+  unrelated lines answered. Three of its ten misses are one message (multiprocessing's
+  "bootstrapping phase", U44).
 
 The bars below are the measured figures, so a change that loses a hit or adds a false answer
 fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed with what
@@ -89,10 +93,12 @@ ROUNDS = {  # round: (positive key, negative key)
     5: ("round5_positive", "round5_negative"),
     6: ("round6_positive", "round6_negative"),
     7: ("round7_positive", "round7_negative"),
+    8: ("round8_positive", "round8_negative"),
 }
 # Measured when each bar was set (see the module docstring).
-MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80, 6: 73 / 82, 7: 80 / 82}
-MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0, 7: 0}
+MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80, 6: 73 / 82,
+            7: 80 / 82, 8: 57 / 67}
+MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0, 7: 0, 8: 0}
 # The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
 NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}
 
