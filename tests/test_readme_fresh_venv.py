@@ -1,5 +1,6 @@
 """The README's first command, exactly as a newcomer types it, in a fresh virtual environment
-without system site-packages: only what pyproject.toml declares can be there."""
+without system site-packages: only what pyproject.toml declares can be there, and the demo's
+job runs without torch's "Failed to initialize NumPy" warning."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ def test_readme_demo_in_a_fresh_venv(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     said = " ".join(result.stdout.split())  # Rich wraps long lines
     assert "5. down" in said and "kept durable" in said, said[-2000:]
-    probe = subprocess.run([str(venv / "bin" / "python"), "-c", "import numpy"],
-                           capture_output=True, text=True)
-    assert probe.returncode != 0, "numpy is not declared; the demo must not need it"
+    # torch without numpy warns "Failed to initialize NumPy" in every job's log: the line
+    # installs the `torch` extra, which declares numpy beside torch
+    assert "NumPy" not in result.stdout + result.stderr, said[-2000:]
+    pulled = list((tmp_path / "home" / "demo").glob("*/results/logs/*.log"))
+    assert len(pulled) == 1, pulled
+    log = pulled[0].read_text(errors="replace")
+    assert "step=100 " in log and "NumPy" not in log, log[-2000:]
