@@ -91,7 +91,7 @@ def test_pulled_results_never_travel_back(cli, tmp_path):
     report = json.loads(cli.ok("pull", "box", second, "--dest", str(tmp_path / "r2"),
                                "--json").stdout)
     assert report["pull"]["ok"] and {f["path"] for f in report["pull"]["files"]} == {
-        "out/pushed.txt", "out/w.bin", "SYNC_MANIFEST.json"}
+        "out/pushed.txt", "out/w.bin"}  # the box's SYNC_MANIFEST.json is kept as evidence
 
     (work / ".rgtignore").write_text("!keep.bin\n")
     refused = cli("run", "box", str(spec))

@@ -191,7 +191,7 @@ def test_recover_restarts_a_crashed_trainer_by_itself(cli, tmp_path):
     wait_for(lambda: (home_of(cli, "box", "gpt") / "ckpt.pt").exists(), 60)
     sigkill_job(cli, "box", run_id)
     watched = until_done(cli, "box", run_id)
-    assert "restart  1: after exit 137 SIGKILL (crashed)" in watched
+    assert "restart   1: after exit 137 SIGKILL (crashed)" in watched
     log = cli.ok("logs", "box", run_id).stdout
     assert "restart 1/2" in log and "Resuming training from" in log and "done iter 40" in log
 

@@ -324,45 +324,54 @@ def _write_through(text: str) -> None:
     sys.stdout.flush()
 
 
+LABEL_WIDTH = len("heartbeat ")  # the watch panel's labels: one column, the widest's
+
+
+def _row(label: str, text: str, style: str = "") -> str:
+    """One line of the watch panel: LABEL padded to the labels' column, then TEXT (markup)."""
+    shown = f"[{style}]{label}[/]" if style else label
+    return shown + " " * (LABEL_WIDTH - len(label)) + text
+
+
 def _render_summary(store: Store, box: str, run_id: str, s: dict) -> None:
     color = {"succeeded": "green", "running": "cyan", "starting": "cyan", "paused": "yellow",
              "stopped": "yellow",
              "resuming": "yellow"}.get(s["status"], "red")
     # state.json comes from the box: its fields are text, never markup.
-    lines = [f"status   [bold {color}]{escape(str(s['status']))}[/]"
-             + (f"  exit {escape(str(s['exit_code']))}" if s.get("exit_code") is not None
-                else "")
-             + (f"  signal {escape(str(s['signal']))}" if s.get("signal") else "")]
+    lines = [_row("status", f"[bold {color}]{escape(str(s['status']))}[/]"
+                  + (f"  exit {escape(str(s['exit_code']))}" if s.get("exit_code") is not None
+                     else "")
+                  + (f"  signal {escape(str(s['signal']))}" if s.get("signal") else ""))]
     if s.get("duration") is not None:
-        lines.append(f"elapsed  {duration(s['duration'])}")
+        lines.append(_row("elapsed", duration(s["duration"])))
     if s.get("heartbeat_age") is not None and s["status"] == "running":
-        lines.append(f"heartbeat {s['heartbeat_age']:.0f}s ago")
+        lines.append(_row("heartbeat", f"{s['heartbeat_age']:.0f}s ago"))
     trained = progress.describe(progress.with_rate(s.get("training") or {},
                                                    watch_mod.step_samples(store, box, run_id)),
                                 live=s["status"] in LIVE)
     if trained:
-        lines.append(f"metrics  {escape(trained)}")
+        lines.append(_row("metrics", escape(trained)))
     if s.get("last_checkpoint"):
         ckpt = s["last_checkpoint"]
-        lines.append(f"ckpt     {escape(ckpt['name'])}"
-                     + (f" (step {ckpt['step']})" if ckpt.get("step") is not None else "")
-                     + f", written {duration(max(0.0, time.time() - ckpt['mtime']))} ago")
+        lines.append(_row("ckpt", escape(ckpt["name"])
+                          + (f" (step {ckpt['step']})" if ckpt.get("step") is not None else "")
+                          + f", written {duration(max(0.0, time.time() - ckpt['mtime']))} ago"))
     for i, r in enumerate(s.get("restarts") or [], 1):
         why = f"exit {r.get('exit_code')}" + (f" {r['signal']}" if r.get("signal") else "")
-        lines.append(f"restart  {i}: after {escape(why)} ({escape(str(r.get('cause')))})")
+        lines.append(_row("restart", f"{i}: after {escape(why)} ({escape(str(r.get('cause')))})"))
     if s.get("resume_from"):
-        lines.append(f"resume   [bold]rgt resume {box} {run_id}[/] starts from "
-                     f"{escape(s['resume_from'])}")
+        lines.append(_row("resume", f"[bold]rgt resume {box} {run_id}[/] starts from "
+                                    f"{escape(s['resume_from'])}"))
     for cause in s.get("causes") or []:
-        lines.append(f"[red]cause[/]    {escape(str(cause))}")
+        lines.append(_row("cause", escape(str(cause)), "red"))
     if s.get("advice"):
-        lines.append(f"[yellow]advice[/]   {escape(str(s['advice']))}")
+        lines.append(_row("advice", escape(str(s["advice"])), "yellow"))
     if s.get("sync", {}).get("error"):
-        lines.append(f"[red]sync[/]     {escape(s['sync']['error'])}")
+        lines.append(_row("sync", escape(s["sync"]["error"]), "red"))
     for path, rate in watch_mod.disk_trend(store, box, run_id).items():
-        lines.append(f"disk     {escape(path)} {rate / 1e6:+.2f} MB/s")
+        lines.append(_row("disk", f"{escape(path)} {rate / 1e6:+.2f} MB/s"))
     for warning in watch_mod.warnings(s):
-        lines.append(f"[yellow]warn[/]     {escape(warning)}")
+        lines.append(_row("warn", escape(warning), "yellow"))
     if s["status"] in ("failed", "vanished", "sync-failed", "preempted", "stopped") and \
             s.get("log_tail"):
         lines.append("[bold]log tail[/]\n" + escape("\n".join(s["log_tail"][-10:])))
@@ -383,7 +392,9 @@ def logs(name: BoxArg, run_id: RunArg = None,
 
 @app.command()
 def pull(name: BoxArg, run_id: RunArg = None,
-         dest: Annotated[Path | None, typer.Option(help="Local directory.")] = None,
+         dest: Annotated[str | None, typer.Option(
+             help="Local directory (default ./rgt-results/<box>/<run>); not a job's "
+                  "workdir, which the next run would push back.")] = None,
          from_scratch: Annotated[bool, typer.Option(
              "--from-scratch", help="Fetch the outputs from the run's workdir, for a run whose "
                                     "copy to the durable tier failed (sync-failed).")] = False,
@@ -403,13 +414,17 @@ def pull(name: BoxArg, run_id: RunArg = None,
     """
     fixed = streams_flag(streams)
     keep = pull_mod.checkpoints_flag(checkpoints)
+    if dest is not None and not dest.strip():
+        raise UserError("--dest is empty: name a directory to pull into, or leave --dest out "
+                        "for ./rgt-results/<box>/<run>")
     with transfer_bar("pull", quiet=as_json) as on_progress:
-        report = pull_mod.pull(Store(), name, run_id, dest, on_progress,
+        report = pull_mod.pull(Store(), name, run_id, None if dest is None else Path(dest),
+                               on_progress,
                                from_scratch=from_scratch, streams=fixed, checkpoints=keep)
     if as_json:
         print_json("pull", box=name, pull=report)
         raise typer.Exit(0 if report["ok"] else 1)
-    where = dest or pull_mod.default_dest(name, report["run"])
+    where = report["dest"]
     for unit in report.get("checkpoints") or []:
         mark = "[green]✓[/]" if unit["ok"] else "[yellow]![/]"
         console.print(f"{mark} {escape(unit['path'])}: {unit['kind']} step {unit['step']} "

@@ -30,6 +30,7 @@ import posixpath
 import re
 import shlex
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ from typing import Any
 from rgt.ckpt import formats
 from rgt.errors import UserError
 from rgt.lifecycle import interrupt
-from rgt.lifecycle.pushlist import RESULTS_DIR
+from rgt.lifecycle.pushlist import RESULTS_DIR, run_workdirs
 from rgt.lifecycle.untrusted import (
     Entry,
     Manifest,
@@ -51,11 +52,12 @@ from rgt.lifecycle.untrusted import (
     write_private,
 )
 from rgt.lifecycle.watch import refresh
+from rgt.onbox.runner import SYNC_MANIFEST
 from rgt.platforms import platform_for
 from rgt.remote.calls import run_json
 from rgt.remote.layout import Layout
 from rgt.store import LIVE, Run, Store, rgt_home
-from rgt.transport import TransferStats
+from rgt.transport import TransferStats, TransportError
 
 
 def layout_of(run: Run) -> Layout:
@@ -67,6 +69,39 @@ def layout_of(run: Run) -> Layout:
 def default_dest(box: str, run_id: str) -> Path:
     # never pushed back: every push leaves rgt-results/ out (rgt.lifecycle.pushlist)
     return Path.cwd() / RESULTS_DIR / box / run_id
+
+
+def check_dest(store: Store, local: Path, given: bool) -> None:
+    """Refuse, before the box is asked anything, a destination the pull could not write into
+    or one that would send the results back: a workdir of a recorded run, or a directory
+    holding one (every `rgt run` pushes its workdir). A directory strictly inside a workdir is
+    fine: pushes leave every recorded destination out (`rgt.lifecycle.pushlist`)."""
+    named = f"--dest {local}" if given else f"the default destination {local}"
+    instead = ("leave --dest out (./rgt-results/<box>/<run>, which no push sends) or give "
+               "a directory outside the workdir") if given else \
+        "give --dest a directory outside the workdir"
+    real = Path(os.path.realpath(local))
+    for workdir in run_workdirs(store):
+        if real == workdir or real in workdir.parents:
+            holds = "is" if real == workdir else "holds"
+            raise UserError(f"{named} {holds} the workdir {workdir} of a recorded run: the "
+                            f"next `rgt run` would push the results back to the box; {instead}")
+    existing = local  # the nearest part of the path that is there: the pull creates the rest
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "is" if existing == local else f"cannot be created: {existing} is"
+        raise UserError(f"{named} {where} a file, not a directory; give a directory to pull "
+                        "into")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".rgt-write-check-", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        what = "is not writable" if existing == local else \
+            f"cannot be created: nothing can be written in {existing}"
+        raise UserError(f"{named} {what} ({err.strerror or err}); give a directory you can "
+                        "write into, or leave --dest out (./rgt-results/<box>/<run>)") from None
 
 
 RESERVED = ("ckpt", "logs")  # what rgt itself puts at the top of a pull
@@ -255,6 +290,26 @@ class _Selected:
         return getattr(self.manifest, name)
 
 
+class _Without:
+    """A manifest with the box's own record of its copy (`SYNC_MANIFEST.json`, the runner's
+    list of what it copied to the durable tier) taken out: that file is evidence, kept with
+    rgt's (``RGT_HOME/evidence/<box>/<run>/manifests/``), not a result in the user's tree.
+    The entries left out are kept in `held` as the stream passes them."""
+
+    def __init__(self, manifest: Manifest, paths: set[str]) -> None:
+        self.manifest, self.paths, self.held = manifest, paths, []
+
+    def __iter__(self):
+        for entry in self.manifest:
+            if entry.path in self.paths and entry.link is None:
+                self.held.append(entry)
+            else:
+                yield entry
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.manifest, name)
+
+
 class _Leaving:
     """The transport, its `get` leaving PATTERNS out: how a platform's own `fetch` (which
     takes no excludes) brings only the chosen checkpoints."""
@@ -309,8 +364,7 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
     run = store.run(box.name, run_id)
     layout = layout_of(run)
     local = (dest or default_dest(box.name, run.id)).absolute()  # recorded: pushes skip it
-    if local.exists() and not local.is_dir():
-        raise UserError(f"--dest {local} is a file; give a directory to pull into")
+    check_dest(store, local, dest is not None)
     evidence = evidence_dir(rgt_home(), box.name, run.id)
     fetched = evidence / "manifests"
     shutil.rmtree(fetched, ignore_errors=True)  # rgt's own directory: last pull's copies
@@ -330,7 +384,11 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
         if from_scratch and state["status"] in LIVE:
             raise UserError(f"run {run.id} is still {state['status']}; --from-scratch copies "
                             "a finished run's outputs")
-        local.mkdir(parents=True, exist_ok=True)
+        try:
+            local.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # checked before the box was asked: changed since
+            raise UserError(f"cannot create {local} ({err.strerror or err}); give a directory "
+                            "you can write into") from None
         sources = []
         if from_scratch:
             source, listed = _stage_from_workdir(transport, run, layout, fetched)
@@ -344,6 +402,9 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
             sources.append(manifest_of(transport, source,
                                        f"{layout.run_dir}/PULL_MANIFEST.jsonl",
                                        patterns, fetched))
+        # the runner's record of its copy, at the top of the durable tier's out/: evidence
+        box_record = None if from_scratch else ("" if flat else "out/") + SYNC_MANIFEST
+        held_back = {box_record} if box_record else set()
         home = None if from_scratch else home_to_fetch(run, layout)
         plan = None
         if home is not None:
@@ -352,7 +413,8 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
                                  ["."], fetched, prefix="ckpt/")
             plan = CheckpointPlan.of(listed, checkpoints)
         # the platform brings the files; what arrived is checked here, not by it
-        stats = platform.fetch(transport, box, run, source, local, progress=progress)
+        stats = platform.fetch(_Leaving(transport, [f"/{box_record}"]) if box_record
+                               else transport, box, run, source, local, progress=progress)
         while True:
             if plan is not None:
                 leaving = _Leaving(transport, plan.excludes())
@@ -367,7 +429,7 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
             # this runs before rgt writes anything (the logs) into the tree
             swept = sweep_links(local)
             # each pass reads the manifests afresh (a reading keeps what it found)
-            again = [read_manifest(m.source, m.prefix) for m in sources]
+            again = [_Without(read_manifest(m.source, m.prefix), held_back) for m in sources]
             if plan is not None:
                 again.append(_Selected(read_manifest(listed.source, listed.prefix),
                                        set(plan.left)))
@@ -380,6 +442,8 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
                 break
             plan.keep = (plan.keep or 0) + 1  # the newest did not verify: the next older too
         logs = fetch_logs(store, transport, box.name, run, local)
+        kept = keep_box_records(transport, source, fetched,
+                                [e for m in again if isinstance(m, _Without) for e in m.held])
     finally:
         transport.close()
     unmet = [f"declared outputs matched nothing in the run's workdir when it ended: "
@@ -394,7 +458,8 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
             f"{run.id} --checkpoints all` brings them; `rgt down` destroys them")
     report["checkpoints_left"] = left
     report["problems"] = unmet + report["problems"]
-    report["warnings"] = swept + report["warnings"]
+    report["warnings"] = swept + report["warnings"] + kept["warnings"]
+    report["box_records"] = kept["paths"]
     report["ok"] = report["ok"] and not unmet
     if run.id not in logs:
         # with nothing declared, the log is the run's result: a pull without it proves nothing
@@ -420,6 +485,30 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
                           "dest": str(local), "source": report["source"]},
                  box=box.name, run=run.id)
     return report
+
+
+def keep_box_records(transport, source: str, into: Path, entries: list[Entry]
+                     ) -> dict[str, list[str]]:
+    """Fetch the box's own records the pull left out of the results (`_Without`) into INTO,
+    rgt's evidence directory, each checked against the manifest: a copy that differs is said
+    as a warning (it is the box's account, not a result: the results were verified apart)."""
+    paths: list[str] = []
+    warnings: list[str] = []
+    for entry in entries:
+        kept = into / posixpath.basename(entry.path)
+        try:
+            transport.get(f"{source}/{entry.path}", into)
+            size, digest = _hash_fd(os.open(kept, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)),
+                                    bytearray(HASH_BUF))
+        except (OSError, TransportError) as err:
+            warnings.append(f"{entry.path}: the box's record of its copy could not be kept "
+                            f"as evidence ({err})")
+            continue
+        if size != entry.bytes or digest != entry.sha256:
+            warnings.append(f"{entry.path}: the box's record of its copy, kept as evidence, "
+                            "differs from the box's manifest")
+        paths.append(str(kept))
+    return {"paths": paths, "warnings": warnings}
 
 
 LOG_TAIL_BYTES = 64 << 20  # a log is evidence to read, not a result: its last 64 MiB

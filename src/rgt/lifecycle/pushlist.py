@@ -6,7 +6,8 @@ the job's workdir; a push that sent that tree back would copy every checkpoint t
 `exclude`:
 
 - `rgt-results/` at any depth (the default pull destination's top directory);
-- every directory rgt ever pulled into (`--dest`) that lies inside the workdir, and RGT_HOME
+- every directory rgt ever pulled into (`--dest`) that lies strictly inside the workdir (a
+  pull refuses the workdir itself and any directory holding it: `run_workdirs`), and RGT_HOME
   itself when it does (its evidence and state are the laptop's, never the job's);
 - the patterns in the workdir's `.rgtignore`: one per line, `#` comments, rsync's `--exclude`
   meaning (`data/` a directory at any depth, `/big.bin` only at the top, `**/*.ckpt`).
@@ -74,6 +75,15 @@ def pull_destinations(store: Store) -> list[Path]:
     rows = store.db.execute("SELECT DISTINCT json_extract(detail, '$.dest') FROM events "
                             "WHERE kind='pull'").fetchall()
     return [Path(dest) for (dest,) in rows if isinstance(dest, str) and dest]
+
+
+def run_workdirs(store: Store) -> list[Path]:
+    """Every workdir a run on this machine pushed, resolved: what a pull must not write into
+    (`rgt pull` refuses a destination that is one, or holds one)."""
+    rows = store.db.execute("SELECT DISTINCT json_extract(spec, '$.workdir') FROM runs"
+                            ).fetchall()
+    return [Path(os.path.realpath(workdir)) for (workdir,) in rows
+            if isinstance(workdir, str) and workdir]
 
 
 def _below(root: Path, path: Path) -> str | None:
