@@ -58,12 +58,12 @@ def demo(
 ) -> None:
     """Run the whole lifecycle on this machine: up → run → watch → pull → verify → down."""
     try:
-        with warnings.catch_warnings():  # torch warns when numpy is absent; the demo needs none
+        with warnings.catch_warnings():  # torch warns when numpy is absent
             warnings.simplefilter("ignore")
             import torch  # noqa: F401
     except ImportError:
-        raise UserError("the demo trains a small PyTorch model: pip install torch==2.13.0") \
-            from None
+        raise UserError("the demo trains a small PyTorch model: pip install 'rgt[torch]' "
+                        "(from a checkout: pip install -e '.[torch]')") from None
     store = Store()
     name = f"demo-{secrets.token_hex(2)}"
     workdir = rgt_home() / "demo" / name
