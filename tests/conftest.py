@@ -8,6 +8,13 @@ import pytest
 # Test helper modules (cli.py, sshd.py) are imported by name from any test folder.
 sys.path.insert(0, str(Path(__file__).parent))
 
+# A pytest-xdist worker (scripts/test) starts with COLUMNS=80 in its environment. Rich fixes a
+# console's width from COLUMNS when the console is made, at import, so the in-process CLI tests'
+# own COLUMNS=200 would not count: a worker drops it, as a run in one process never had it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+
 
 def _fail_skips_in_ci(report, item=None) -> None:
     """In CI a skip means an install step is missing (no sshd, no Slurm, no torch, not root):
