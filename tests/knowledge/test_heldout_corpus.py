@@ -68,6 +68,12 @@ searching:
   zombie processes for U11, which had no detect patterns; THCudaCheck out of memory, a bare
   "nvidia-smi not found", NCCL INFO connect retries, Colab's "no runtime available"): 65/67,
   fitted.
+- round 9 (24 + 32; 6 more the catalog lacks), program output collected after that change the
+  same way; small, because the earlier rounds had used up most threads the search finds: 18/24
+  (75%) in the top 3, 0/32 unrelated lines answered.
+
+Fresh rounds of program output (7-9) together: 146/173 (84.4%); every held-out round at the time
+it was first measured (4-9): 334/408 (81.9%). Below the issue's 90%.
 
 The bars below are the measured figures, so a change that loses a hit or adds a false answer
 fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed with what
@@ -98,11 +104,12 @@ ROUNDS = {  # round: (positive key, negative key)
     6: ("round6_positive", "round6_negative"),
     7: ("round7_positive", "round7_negative"),
     8: ("round8_positive", "round8_negative"),
+    9: ("round9_positive", "round9_negative"),
 }
 # Measured when each bar was set (see the module docstring).
 MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80, 6: 73 / 82,
-            7: 80 / 82, 8: 65 / 67}
-MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0, 7: 0, 8: 0}
+            7: 80 / 82, 8: 65 / 67, 9: 18 / 24}
+MAX_FALSE_ANSWERS = {1: 0, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0, 7: 0, 8: 0, 9: 0}
 # The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
 NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}
 
@@ -130,7 +137,7 @@ def _misses(entries: list[dict], *, with_profile: bool = False) -> list[tuple]:
 
 
 def test_the_corpus_is_sourced_sized_and_disjoint_from_the_tuning_corpus():
-    for round_ in set(ROUNDS) - {2}:  # the rounds sized to measure a rate, not to probe misses
+    for round_ in set(ROUNDS) - {2, 9}:  # the rounds sized to measure a rate, not to probe misses
         assert len(_answerable(round_)) >= 40 and len(HELDOUT[ROUNDS[round_][1]]) >= 20
     tuning_lines = {e["line"] for e in TUNING["positive"] + TUNING["negative"]}
     tuning_threads = {e["source"] for e in TUNING["positive"] + TUNING["negative"]}
