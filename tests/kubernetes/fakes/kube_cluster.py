@@ -63,7 +63,11 @@ class Cluster:
 
     def __post_init__(self) -> None:
         self.procs: dict[str, Proc] = {}
-        self.ips = (f"127.0.{i // 250}.{i % 250 + 2}" for i in itertools.count(10))
+        # Each pytest-xdist worker gets loopback addresses of its own (127.<100+N>.x.y): pods
+        # listen on fixed ports (the door on 8470), so two workers' clusters must not share IPs.
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+        net = 100 + int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+        self.ips = (f"127.{net}.{i // 250}.{i % 250 + 2}" for i in itertools.count(10))
         self.attached: dict[str, tuple[str, float | None]] = {}  # claim uid → (node, until)
         self.stopping = False
         self.api.cluster = self
