@@ -42,10 +42,15 @@ def pytest_make_collect_report(collector):
 def pytest_collection_modifyitems(config, items):
     """scripts/test spreads the suite over pytest-xdist workers (`--dist loadgroup`). The tests
     on the private Slurm cluster share one cluster per session: they stay on one worker (one
-    group), and go first, since that group is the longest stretch one worker runs."""
+    group), and go first, since that group is the longest stretch one worker runs. The fake
+    Kubernetes clusters' pods are processes of this machine, and every PVC door listens on the
+    same port: those tests stay on one worker too, or one worker's door answers another's."""
     slurm = [item for item in items if "slurm_cluster" in getattr(item, "fixturenames", ())]
     for item in slurm:
         item.add_marker(pytest.mark.xdist_group("slurm"))
+    for item in items:
+        if "kube" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("kubernetes"))
     if slurm and getattr(config.option, "loadgroup", False):  # set on xdist's workers
         first = set(slurm)
         items[:] = slurm + [item for item in items if item not in first]
