@@ -168,10 +168,12 @@ def smoke(spec_file: Annotated[Path, typer.Argument(help="The job spec (YAML).")
 def run_cmd(
     name: BoxArg,
     spec_file: Annotated[Path, typer.Argument(help="The job spec.")],
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what the platform would "
-                                                            "submit (Slurm's batch script, "
-                                                            "Kubernetes' manifests); submit "
-                                                            "nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what the box would be "
+                                                            "given (Slurm's batch script, "
+                                                            "Kubernetes' manifests; on an SSH "
+                                                            "or local box the runner's command, "
+                                                            "env names and the files pushed); "
+                                                            "send nothing.")] = False,
     after: Annotated[str | None, typer.Option(
         "--after", help="Start only once this earlier run (id or prefix) succeeded: chains "
                         "stages (Slurm --dependency=afterok).")] = None,
