@@ -181,3 +181,24 @@ def test_messages_are_clean_short_and_said_once() -> None:
                               + [("x.pt", "other")])
     assert lines == ["12 files: refused (c-0/rng_state.pth, c-1/rng_state.pth, "
                      "c-2/rng_state.pth and 9 more)", "x.pt: other"]
+
+
+def test_a_raw_data_bin_is_data_but_a_damaged_torch_bin_is_caught(tmp_path: Path) -> None:
+    # nanoGPT writes its tokens as a raw uint16 memmap named train.bin: data, not a checkpoint
+    tokens = tmp_path / "train.bin"
+    np.arange(1000, dtype=np.uint16).tofile(tokens)
+    verdict = formats.check(tokens, hashed=True)
+    assert verdict.ok and verdict.kind == "other" and "raw .bin data" in verdict.note
+    saved = tmp_path / "weights.bin"
+    torch.save({"w": torch.ones(3)}, saved)
+    assert formats.check(saved).ok and formats.check(saved).kind == "torch"
+    # a torch file cut short still begins as a zip, and an HF weights file must be torch
+    cut = tmp_path / "cut.bin"
+    cut.write_bytes(saved.read_bytes()[: saved.stat().st_size // 2])
+    hf = tmp_path / "pytorch_model.bin"
+    hf.write_bytes(b"not weights at all")
+    empty = tmp_path / "empty.bin"
+    empty.write_bytes(b"")
+    for damaged in (cut, hf, empty):
+        verdict = formats.check(damaged)
+        assert not verdict.ok and verdict.kind == "torch", (damaged.name, verdict)

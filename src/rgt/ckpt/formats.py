@@ -192,6 +192,9 @@ def check_file(path: Path, kind: str, *, hashed: bool = False, load: bool = True
         problem, note = check_safetensors(path)
         return Verdict(path, kind, problem is None, base + ("parse",) if problem is None
                        else base, problem or note, bytes=size)
+    if kind == "torch" and _raw_bin(path, size):
+        return Verdict(path, "other", True, base, "raw .bin data, not a torch file "
+                       + ("(hash-verified)" if hashed else "(not checked)"), bytes=size)
     if kind in ("torch", "lightning", "training-args"):
         return _check_torch(path, kind, base, load and kind != "training-args", size)
     if kind in ("json", "rgt.ckpt-sidecar"):
@@ -207,6 +210,25 @@ def check_file(path: Path, kind: str, *, hashed: bool = False, load: bool = True
                        "directory (checked with it)", bytes=size)
     return Verdict(path, kind, True, base, "hash-verified" if hashed else "not checked",
                    bytes=size)
+
+
+# A model's own .bin (HF weights, adapters) must be a torch file; any other .bin may be raw data
+# (nanoGPT's train.bin token memmaps, fairseq shards, ggml weights).
+_MODEL_BIN_PREFIXES = ("pytorch_model", "adapter_model", "model", "optimizer", "scheduler",
+                       "rng_state", "scaler")
+
+
+def _raw_bin(path: Path, size: int) -> bool:
+    """A non-empty .bin that begins as neither a zip (torch.save) nor a pickle (legacy torch):
+    data, not a checkpoint. An empty or model-named one stays a torch file, checked as one."""
+    if path.suffix != ".bin" or size == 0 or path.name.startswith(_MODEL_BIN_PREFIXES):
+        return False
+    try:
+        with path.open("rb") as f:
+            head = f.read(2)
+    except OSError:
+        return False
+    return not (head == b"PK" or head[:1] == b"\x80")
 
 
 # --------------------------------------------------------------------------- rgt.ckpt
