@@ -81,6 +81,8 @@ def test_the_workdir_is_never_a_destination(cli, tmp_path):
     refused(cli("pull", "box", run_id, "--dest", str(tmp_path)), "holds the workdir", str(work))
     (tmp_path / "link").symlink_to(work)
     refused(cli("pull", "box", run_id, "--dest", str(tmp_path / "link")), "is the workdir")
+    refused(cli("pull", "box", run_id, "--dest", str(cli.home)), "is rgt's own directory",
+            "RGT_HOME")
     assert sorted(p.name for p in work.iterdir()) == ["job.yaml"], "nothing written into it"
     assert pulls_recorded(cli) == 0
 

@@ -86,6 +86,11 @@ def check_dest(store: Store, local: Path, given: bool) -> None:
             holds = "is" if real == workdir else "holds"
             raise UserError(f"{named} {holds} the workdir {workdir} of a recorded run: the "
                             f"next `rgt run` would push the results back to the box; {instead}")
+    home = Path(os.path.realpath(rgt_home()))
+    if real == home or real in home.parents:  # the store and the evidence would mix with results
+        holds = "is" if real == home else "holds"
+        raise UserError(f"{named} {holds} rgt's own directory {home} (RGT_HOME: the record of "
+                        "boxes, runs and evidence); give a directory outside it")
     existing = local  # the nearest part of the path that is there: the pull creates the rest
     while not os.path.lexists(existing) and existing != existing.parent:
         existing = existing.parent
