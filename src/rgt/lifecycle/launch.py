@@ -69,6 +69,19 @@ def refuse_second_launch(store: Store, box: Box, spec: JobSpec, transport: Trans
                         "would race it for the same checkpoints")
 
 
+def refuse_unlaunchable(box: Box, platform: Platform, spec: JobSpec, after: str | None) -> None:
+    """What `rgt run` refuses, and its --dry-run with it, before the box is asked anything: a
+    box that is down, a spec section for another platform, a sweep or --after where no
+    scheduler chains runs."""
+    if box.state != "up":
+        raise UserError(f"box {box.name!r} is down; register a new one with `rgt up`")
+    refuse_foreign_sections(platform, spec)
+    if (spec.grid or after) and not hasattr(platform, "dependency_on"):
+        what = "a sweep (`grid`)" if spec.grid else "--after"
+        raise UserError(f"{what} needs a scheduler (the slurm profile's job arrays and "
+                        f"dependencies); on a {box.profile} box, run one job per cell")
+
+
 def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = None,
            progress=None, fresh: bool = False, resumes: Run | None = None,
            code_from: str | None = None, streams: int = 0) -> tuple[Run, list[str]]:
@@ -84,15 +97,9 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
     link).
     """
     box = store.box(box_name)
-    if box.state != "up":
-        raise UserError(f"box {box_name!r} is down; register a new one with `rgt up`")
     profile = load_profile(box.profile)
     platform = platform_for(box.profile)
-    refuse_foreign_sections(platform, spec)
-    if (spec.grid or after) and not hasattr(platform, "dependency_on"):
-        what = "a sweep (`grid`)" if spec.grid else "--after"
-        raise UserError(f"{what} needs a scheduler (the slurm profile's job arrays and "
-                        f"dependencies); on a {box.profile} box, run one job per cell")
+    refuse_unlaunchable(box, platform, spec, after)
     dependency = platform.dependency_on(store.run(box.name, after)) if after else None
     notes: list[str] = []
     setup = spec.setup

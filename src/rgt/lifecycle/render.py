@@ -19,7 +19,7 @@ from typing import Any
 
 from rgt.errors import UserError
 from rgt.lifecycle.boxes import resources_from
-from rgt.lifecycle.launch import new_run_id
+from rgt.lifecycle.launch import new_run_id, refuse_unlaunchable
 from rgt.lifecycle.pushlist import push_excludes
 from rgt.onbox import xfer
 from rgt.platforms import Platform, platform_for
@@ -97,13 +97,7 @@ def runner_plan(store: Store, box: Box, platform: Platform, spec: JobSpec, *,
                 after: str | None = None) -> str:
     """What `rgt run` would hand the on-box runner on BOX: read from the spec, the profile,
     the box's directories and this machine's workdir; the box is not contacted."""
-    if box.state != "up":
-        raise UserError(f"box {box.name!r} is down; register a new one with `rgt up`")
-    refuse_foreign_sections(platform, spec)
-    if spec.grid or after:
-        what = "a sweep (`grid`)" if spec.grid else "--after"
-        raise UserError(f"{what} needs a scheduler (the slurm profile's job arrays and "
-                        f"dependencies); on a {box.profile} box, run one job per cell")
+    refuse_unlaunchable(box, platform, spec, after)
     profile = load_profile(box.profile)
     run_id = new_run_id(spec.name)
     layout = Layout.of(box, run_id, spec)
