@@ -82,6 +82,14 @@ def refuse_unlaunchable(box: Box, platform: Platform, spec: JobSpec, after: str 
                         f"dependencies); on a {box.profile} box, run one job per cell")
 
 
+def job_setup(profile: Profile, spec: JobSpec) -> tuple[str, list[str]]:
+    """The setup the box runs, and the torch installs taken out of it where the profile's image
+    is the PyTorch environment."""
+    if profile.launch.env_contract.pip_install_torch_forbidden:
+        return drop_torch_installs(spec.setup)
+    return spec.setup, []
+
+
 def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = None,
            progress=None, fresh: bool = False, resumes: Run | None = None,
            code_from: str | None = None, streams: int = 0) -> tuple[Run, list[str]]:
@@ -102,12 +110,10 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
     refuse_unlaunchable(box, platform, spec, after)
     dependency = platform.dependency_on(store.run(box.name, after)) if after else None
     notes: list[str] = []
-    setup = spec.setup
-    if profile.launch.env_contract.pip_install_torch_forbidden:
-        setup, dropped = drop_torch_installs(setup)
-        if dropped:
-            notes.append(f"dropped {', '.join(dropped)} from setup: this image's PyTorch is the "
-                         "environment (AD9/LAM7)")
+    setup, dropped = job_setup(profile, spec)
+    if dropped:
+        notes.append(f"dropped {', '.join(dropped)} from setup: this image's PyTorch is the "
+                     "environment (AD9/LAM7)")
     secret_bytes = secret_values(spec)
     # One `rgt run` per (box, job) at a time: the check that no run is live and the record of
     # the new one happen under the lock, so two launches racing cannot both pass the check.

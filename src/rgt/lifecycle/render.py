@@ -19,7 +19,7 @@ from typing import Any
 
 from rgt.errors import UserError
 from rgt.lifecycle.boxes import resources_from
-from rgt.lifecycle.launch import new_run_id, refuse_unlaunchable
+from rgt.lifecycle.launch import job_setup, new_run_id, refuse_unlaunchable
 from rgt.lifecycle.pushlist import push_excludes
 from rgt.onbox import xfer
 from rgt.platforms import Platform, platform_for
@@ -27,7 +27,7 @@ from rgt.platforms.base import refuse_foreign_sections
 from rgt.profiles import load_profile
 from rgt.remote.layout import Layout, job_environment
 from rgt.remote.register import check_dir_flags, resolve_dir
-from rgt.spec import JobSpec, drop_torch_installs
+from rgt.spec import JobSpec
 from rgt.store import Box, Store
 
 HOME, USER = "/home/USER", "USER"  # what the stand-in box's $HOME and $USER read as
@@ -101,9 +101,7 @@ def runner_plan(store: Store, box: Box, platform: Platform, spec: JobSpec, *,
     profile = load_profile(box.profile)
     run_id = new_run_id(spec.name)
     layout = Layout.of(box, run_id, spec)
-    setup, dropped = spec.setup, []
-    if profile.launch.env_contract.pip_install_torch_forbidden:
-        setup, dropped = drop_torch_installs(setup)
+    setup, dropped = job_setup(profile, spec)
     try:
         _, files, links, problems = xfer.scan(spec.workdir, push_excludes(spec, store))
     except xfer.XferError as err:
