@@ -129,11 +129,11 @@ def runner_plan(store: Store, box: Box, platform: Platform, spec: JobSpec, *,
     lines.append(f"files       {len(files)}, {_size(total)}"
                  + (f", {len(links)} symlink(s)" if links else "")
                  + "  (left out: the spec's exclude, .rgtignore, pulled results)")
-    for name, size, *_ in sorted(files, key=lambda entry: (-entry[1], entry[0]))[:SHOWN_FILES]:
+    largest = sorted(files, key=lambda entry: (-entry[1], entry[0]))
+    for name, size, *_ in largest[:SHOWN_FILES]:
         lines.append(f"  {_size(size):>10}  {name}")
-    if len(files) > SHOWN_FILES:
-        rest = sorted(entry[1] for entry in files)[:len(files) - SHOWN_FILES]
-        lines.append(f"  … and {len(rest)} smaller file(s), {_size(sum(rest))}")
+    if rest := largest[SHOWN_FILES:]:
+        lines.append(f"  … and {len(rest)} smaller file(s), {_size(sum(e[1] for e in rest))}")
     for name, why in problems:
         lines.append(f"  not readable here: {name} ({why})")
     return "\n".join(lines) + "\n"
