@@ -63,3 +63,13 @@ def runpod_api(monkeypatch: pytest.MonkeyPatch, home: Path):
     fake.stop()
     for pod in fake.pods.values():  # the relays to sshd of pods a test left running
         fake._close(pod)
+
+
+@pytest.fixture
+def keyed(runpod_api, sshd_server: SshServer):  # noqa: F811  (the fixture above)
+    """The RunPod account has the test's login key registered, and pods lead to the real
+    sshd."""
+    runpod_api.ssh_port = sshd_server.port
+    pub = sshd_server.client_key.with_name(sshd_server.client_key.name + ".pub")
+    runpod_api.ssh_keys = [pub.read_text().strip()]
+    return runpod_api

@@ -10,7 +10,7 @@ import json
 import time
 
 import pytest
-from cloudkit import IMAGE, rgt_cli
+from cloudkit import IMAGE, RUNPOD_IMAGE, rent_runpod, rgt_cli
 from fake_vast_api import offer
 
 from rgt.errors import UserError
@@ -18,8 +18,6 @@ from rgt.platforms import lambda_cloud, platform_for, runpod
 from rgt.platforms.base import Request
 from rgt.spec import Resources
 from rgt.store import Box
-
-RUNPOD_IMAGE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"
 
 
 def _events(store, box: str, kind: str = "cloud-launch") -> list[dict]:
@@ -177,26 +175,9 @@ def test_up_cli_takes_a_comma_list_of_gpus(vast_api, store, sshd_server, tmp_pat
 
 # RunPod ------------------------------------------------------------------------------------
 
-@pytest.fixture
-def keyed(runpod_api, sshd_server):
-    runpod_api.ssh_port = sshd_server.port
-    pub = sshd_server.client_key.with_name(sshd_server.client_key.name + ".pub")
-    runpod_api.ssh_keys = [pub.read_text().strip()]
-    return runpod_api
-
-
-def _runpod_up(store, sshd, tmp_path, gpus):
-    messages: list[str] = []
-    box = runpod.runpod_up(store, "rp", gpus, RUNPOD_IMAGE, identity=str(sshd.client_key),
-                           data_dir=str(tmp_path / "ws" / "data"),
-                           durable_dir=str(tmp_path / "ws" / "ckpt"),
-                           on_wait=messages.append, poll_s=0.02)
-    return box, messages
-
-
 def test_runpod_skips_a_gpu_without_stock(keyed, store, sshd_server, tmp_path):
     keyed.gpus[1]["_stock"] = {}  # no H100 SXM anywhere
-    box, messages = _runpod_up(store, sshd_server, tmp_path, ["H100 SXM:1", "RTX4090:1"])
+    box, messages = rent_runpod(store, sshd_server, tmp_path, ["H100 SXM:1", "RTX4090:1"])
     (create,) = keyed.calls("POST", "/v2/pods")
     assert create.body["gpu"] == {"id": "NVIDIA GeForce RTX 4090", "count": 1}
     assert box.extra["gpu"] == "NVIDIA GeForce RTX 4090" and len(keyed.pods) == 1
@@ -216,7 +197,7 @@ def test_runpod_create_refused_for_want_of_machines_tries_the_next(keyed, store,
         return answer
 
     keyed.handle = handle
-    box, messages = _runpod_up(store, sshd_server, tmp_path, ["H100 SXM:1", "RTX4090:1"])
+    box, messages = rent_runpod(store, sshd_server, tmp_path, ["H100 SXM:1", "RTX4090:1"])
     creates = keyed.calls("POST", "/v2/pods")
     assert [c.body["gpu"]["id"] for c in creates] == ["NVIDIA H100 80GB HBM3",
                                                      "NVIDIA GeForce RTX 4090"]
@@ -227,7 +208,7 @@ def test_runpod_create_refused_for_want_of_machines_tries_the_next(keyed, store,
 def test_runpod_lost_create_answer_is_adopted_never_recreated(keyed, store, sshd_server,
                                                               tmp_path):
     keyed.fail_after("POST", "/v2/pods", 502)
-    box, _ = _runpod_up(store, sshd_server, tmp_path, ["H100 SXM:1", "RTX4090:1"])
+    box, _ = rent_runpod(store, sshd_server, tmp_path, ["H100 SXM:1", "RTX4090:1"])
     assert len(keyed.calls("POST", "/v2/pods")) == 1 and len(keyed.pods) == 1
     (event,) = _events(store, "rp")
     assert event["adopted"] is True and event["gpu"] == "NVIDIA H100 80GB HBM3"

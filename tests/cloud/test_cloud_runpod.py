@@ -7,37 +7,18 @@ from __future__ import annotations
 import time
 
 import pytest
-from cloudkit import RUNPOD_KEY
+from cloudkit import RUNPOD_IMAGE as IMAGE
+from cloudkit import RUNPOD_KEY, rent_runpod
 
 from rgt.errors import UserError
 from rgt.platforms import platform_for, runpod
 from rgt.store import Box, Run
 
-IMAGE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"
-
-
-@pytest.fixture
-def keyed(runpod_api, sshd_server):
-    """The account has the test's login key registered, and pods lead to the real sshd."""
-    runpod_api.ssh_port = sshd_server.port
-    pub = sshd_server.client_key.with_name(sshd_server.client_key.name + ".pub")
-    runpod_api.ssh_keys = [pub.read_text().strip()]
-    return runpod_api
-
-
-def _up(store, sshd, tmp_path, name="rp", gpu="RTX4090:1", **kwargs):
-    messages: list[str] = []
-    box = runpod.runpod_up(store, name, gpu, IMAGE, identity=str(sshd.client_key),
-                           data_dir=str(tmp_path / "workspace" / "data"),
-                           durable_dir=str(tmp_path / "workspace" / "ckpt"),
-                           on_wait=messages.append, poll_s=0.02, **kwargs)
-    return box, messages
-
 
 def test_rents_with_a_network_volume_pinned_to_its_data_centre(keyed, store, sshd_server,
                                                                  tmp_path):
     vol = keyed.add_volume("ckpts", "EU-RO-1", size=200)
-    box, messages = _up(store, sshd_server, tmp_path, volume="ckpts")
+    box, messages = rent_runpod(store, sshd_server, tmp_path, volume="ckpts")
     (create,) = keyed.calls("POST", "/v2/pods")
     assert create.body == {
         "name": "rp", "image": IMAGE, "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1},
@@ -56,8 +37,8 @@ def test_rents_with_a_network_volume_pinned_to_its_data_centre(keyed, store, ssh
 def test_without_a_volume_the_pod_gets_a_volume_disk_and_a_note(keyed, store, sshd_server,
                                                                   tmp_path):
     keyed.fail_after("POST", "/v2/pods", 0)  # created, then the connection drops unanswered
-    box, _ = _up(store, sshd_server, tmp_path, gpu="RTX A6000:1", container_disk_gb=30,
-                 volume_gb=80, cloud="community")
+    box, _ = rent_runpod(store, sshd_server, tmp_path, gpu="RTX A6000:1", container_disk_gb=30,
+                         volume_gb=80, cloud="community")
     (create,) = keyed.calls("POST", "/v2/pods")  # adopted by its name, never sent twice
     assert box.extra["instance_id"] in keyed.pods and len(keyed.pods) == 1
     assert create.body["mounts"] == {"persistent": {"size": 80, "path": "/workspace"}}
@@ -105,13 +86,13 @@ def test_login_key_must_be_registered_before_anything_is_rented(keyed, store, ss
         runpod.runpod_up(store, "rp", "RTX4090:1", IMAGE, identity=str(sshd_server.client_key))
     assert not keyed.calls("POST", "/v2/pods")
     keyed.ssh_keys = [registered[0].rsplit(" ", 1)[0]]  # the same key without its comment
-    box, _ = _up(store, sshd_server, tmp_path)
+    box, _ = rent_runpod(store, sshd_server, tmp_path)
     assert box.state == "up"
 
 
 def test_a_lost_create_answer_is_adopted_never_repeated(keyed, store, sshd_server, tmp_path):
     keyed.fail_after("POST", "/v2/pods", 502)  # created, then the answer is lost
-    box, _ = _up(store, sshd_server, tmp_path)
+    box, _ = rent_runpod(store, sshd_server, tmp_path)
     assert len(keyed.calls("POST", "/v2/pods")) == 1 and len(keyed.pods) == 1
     (pod_id,) = keyed.pods
     assert box.extra["instance_id"] == pod_id
