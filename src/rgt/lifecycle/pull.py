@@ -32,6 +32,7 @@ import shlex
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,41 +279,34 @@ class CheckpointPlan:
                 "steps": [min(steps), max(steps)]}
 
 
-class _Selected:
-    """A checkpoint home's manifest with the checkpoints left on the box taken out: what
-    this pull must verify. Problems, digest and the rest are the whole manifest's."""
+class _LeftOut:
+    """A manifest with the entries LEAVES picks taken out of what this pull verifies: the
+    checkpoints left on the box (`_in_units`), or the box's own record of its copy
+    (`SYNC_MANIFEST.json`, the runner's list of what it copied to the durable tier: evidence,
+    kept with rgt's in ``RGT_HOME/evidence/<box>/<run>/manifests/``, not a result in the
+    user's tree). The entries taken out are kept in `held` as the stream passes them;
+    problems, digest and the rest are the whole manifest's."""
 
-    def __init__(self, manifest: Manifest, left: set[str]) -> None:
-        self.manifest, self.left = manifest, left
-
-    def __iter__(self):
-        for entry in self.manifest:
-            found = checkpoint_unit(entry.path.removeprefix(self.manifest.prefix))
-            if found is None or found[0] not in self.left:
-                yield entry
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.manifest, name)
-
-
-class _Without:
-    """A manifest with the box's own record of its copy (`SYNC_MANIFEST.json`, the runner's
-    list of what it copied to the durable tier) taken out: that file is evidence, kept with
-    rgt's (``RGT_HOME/evidence/<box>/<run>/manifests/``), not a result in the user's tree.
-    The entries left out are kept in `held` as the stream passes them."""
-
-    def __init__(self, manifest: Manifest, paths: set[str]) -> None:
-        self.manifest, self.paths, self.held = manifest, paths, []
+    def __init__(self, manifest: Manifest, leaves: Callable[[Entry], bool]) -> None:
+        self.manifest, self.leaves, self.held = manifest, leaves, []
 
     def __iter__(self):
         for entry in self.manifest:
-            if entry.path in self.paths and entry.link is None:
+            if self.leaves(entry):
                 self.held.append(entry)
             else:
                 yield entry
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.manifest, name)
+
+
+def _in_units(prefix: str, units: set[str]) -> Callable[[Entry], bool]:
+    """Whether an entry of the checkpoint home's manifest belongs to one of UNITS."""
+    def belongs(entry: Entry) -> bool:
+        found = checkpoint_unit(entry.path.removeprefix(prefix))
+        return found is not None and found[0] in units
+    return belongs
 
 
 class _Leaving:
@@ -409,7 +403,10 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
                                        patterns, fetched))
         # the runner's record of its copy, at the top of the durable tier's out/: evidence
         box_record = None if from_scratch else ("" if flat else "out/") + SYNC_MANIFEST
-        held_back = {box_record} if box_record else set()
+
+        def is_box_record(entry: Entry) -> bool:
+            return entry.path == box_record and entry.link is None
+
         home = None if from_scratch else home_to_fetch(run, layout)
         plan = None
         if home is not None:
@@ -434,10 +431,11 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
             # this runs before rgt writes anything (the logs) into the tree
             swept = sweep_links(local)
             # each pass reads the manifests afresh (a reading keeps what it found)
-            again = [_Without(read_manifest(m.source, m.prefix), held_back) for m in sources]
-            if plan is not None:
-                again.append(_Selected(read_manifest(listed.source, listed.prefix),
-                                       set(plan.left)))
+            results = [_LeftOut(read_manifest(m.source, m.prefix), is_box_record)
+                       for m in sources]
+            again = results if plan is None else [*results, _LeftOut(
+                read_manifest(listed.source, listed.prefix),
+                _in_units(listed.prefix, set(plan.left)))]
             report = verify_pulled(local, again, run_status=state["status"],
                                    outputs=run.spec.get("outputs"),
                                    expected=[] if from_scratch else
@@ -448,7 +446,7 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
             plan.keep = (plan.keep or 0) + 1  # the newest did not verify: the next older too
         logs = fetch_logs(store, transport, box.name, run, local)
         kept = keep_box_records(transport, source, fetched,
-                                [e for m in again if isinstance(m, _Without) for e in m.held])
+                                [e for m in results for e in m.held])
     finally:
         transport.close()
     unmet = [f"declared outputs matched nothing in the run's workdir when it ended: "
@@ -494,7 +492,7 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
 
 def keep_box_records(transport, source: str, into: Path, entries: list[Entry]
                      ) -> dict[str, list[str]]:
-    """Fetch the box's own records the pull left out of the results (`_Without`) into INTO,
+    """Fetch the box's own records the pull left out of the results (`_LeftOut`) into INTO,
     rgt's evidence directory, each checked against the manifest: a copy that differs is said
     as a warning (it is the box's account, not a result: the results were verified apart)."""
     paths: list[str] = []
