@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from rgt.profiles.brief import brief
-from rgt.store import LIVE, Box, Store
+from rgt.store import LIVE, Box, Run, Store
 
 IDLE_WARNING_S = 30 * 60  # GEN1: the forgotten box
 
@@ -49,9 +49,16 @@ def box_lines(store: Store, now: float | None = None) -> list[BoxLine]:
             walltime = sum((r.spec.get("platform_run") or {}).get("walltime_s") or 0
                            for r in runs)
             idle = None  # an idle login node costs nothing; only allocations do
-        waits = [(r.id, str(w["what"]), float(w.get("since") or r.created)) for r in live
-                 if isinstance(w := (r.spec.get("platform_run") or {}).get("waiting"), dict)
-                 and w.get("what")]
+        waits = [(r.id, *w) for r in live if (w := waiting(r)) is not None]
         lines.append(BoxLine(box, uptime, spent, len(live), clocks,
                              list(box.extra.get("still_billing", [])), idle, walltime, waits))
     return lines
+
+
+def waiting(run: Run) -> tuple[str, float] | None:
+    """What a run waits for outside rgt, as its platform last said (platform_run "waiting": a
+    Colab notebook not opened yet, a Kaggle kernel queued), and since when; None: nothing."""
+    said = (run.spec.get("platform_run") or {}).get("waiting")
+    if not isinstance(said, dict) or not said.get("what"):
+        return None
+    return str(said["what"]), float(said.get("since") or run.created)

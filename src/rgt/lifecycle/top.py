@@ -111,11 +111,10 @@ def _row(store: Store, prober: Prober, run, pulled: bool, now: float) -> RunRow:
     ckpt = summary.get("last_checkpoint") or {}
     mtime = ckpt.get("mtime")
     note = f"last seen {run.status}; {error}" if error else ""
-    wait = (run.spec.get("platform_run") or {}).get("waiting")
-    if not note and run.status in LIVE and isinstance(wait, dict) and wait.get("what"):
-        # what the platform said the run waits for (a notebook not opened, a queued kernel)
-        since = float(wait.get("since") or run.created)
-        note = f"waiting {max(0.0, now - since) // 60:.0f} min: {wait['what']}"
+    wait = money.waiting(run) if run.status in LIVE else None
+    if not note and wait is not None:  # a notebook not opened, a queued kernel
+        what, since = wait
+        note = f"waiting {max(0.0, now - since) // 60:.0f} min: {what}"
     return RunRow(
         box=run.box, id=run.id, job=run.job, status=run.status, age_s=now - run.created,
         progress=progress.describe(training, live=run.status in LIVE),
