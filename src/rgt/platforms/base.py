@@ -230,6 +230,34 @@ def gpu_choices(resources: Resources) -> list[str]:
     return choices
 
 
+class Unavailable(UserError):
+    """A GPU the platform cannot rent now, and nothing was made for it (no stock or offer, a
+    create refused for want of machines); `why` says so in a few words."""
+
+    def __init__(self, message: str, why: str) -> None:
+        super().__init__(message)
+        self.why = why
+
+
+def first_available(choices: list[str], rent: Callable[[str], Any],
+                    on_wait: Callable[[str], None], refuse: Callable[[str], str]) -> Any:
+    """`rent` the first of `choices` (GPUs, first preferred) the platform has. A choice `rent`
+    refuses as Unavailable made nothing, so the next is tried (never two rented), and the skip
+    is said with why. One choice: its own refusal stands. None left: one UserError, worded by
+    `refuse` from "GPU: why; GPU: why"."""
+    skipped: list[str] = []
+    for n, choice in enumerate(choices):
+        try:
+            return rent(choice)
+        except Unavailable as err:
+            if len(choices) == 1:
+                raise
+            skipped.append(f"{choice}: {err.why}")
+            if n + 1 < len(choices):
+                on_wait(f"skipped {choice}: {err.why}; trying {choices[n + 1]}")
+    raise UserError(refuse("; ".join(skipped)))
+
+
 @dataclass
 class OfferQuery:
     """What `rgt offers` asks a platform: the words of the vocabulary that pick a machine, and

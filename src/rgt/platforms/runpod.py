@@ -46,6 +46,8 @@ from rgt.platforms.base import (
     Released,
     Request,
     Teardown,
+    Unavailable,
+    first_available,
     gpu_choices,
     refuse_offer_filters,
     refuse_unsupported,
@@ -135,7 +137,7 @@ def runpod_up(store: Store, name: str, gpu: str | Sequence[str], image: str, *,
         raise UserError(f"secrets not set in this shell: {', '.join(missing)}; export them "
                         "(they go to the pod as env at create, never in argv)")
     choices = [gpu] if isinstance(gpu, str) else list(gpu)
-    asked = [rp.parse_gpu(choice) for choice in choices]  # a bad spelling: before anything
+    asked = {choice: rp.parse_gpu(choice) for choice in choices}  # a bad spelling: at once
     poll_s = poll_interval() if poll_s is None else poll_s
     with rp.client() as api:
         vol = None
@@ -149,52 +151,34 @@ def runpod_up(store: Store, name: str, gpu: str | Sequence[str], image: str, *,
                     f"{vol['dataCenter']}, or rent without the volume")
         where = vol["dataCenter"] if vol else data_centre
         catalogs: dict[int, list[rp.GpuType]] = {}
-        fits: list[tuple[str, rp.GpuType, int]] = []  # (as asked, type, count), in order
-        skipped: dict[str, str] = {}  # GPU as asked → why it was not rented
+        env = {n: os.environ[n] for n in secrets}
+        before: set[Any] | None = None  # pods already named so: never adopted as ours
 
-        def skip(choice: str, why: str) -> None:
-            skipped[choice] = why
-            on_wait(f"skipped {choice}: {why}")
-
-        for choice, (gpu_name, count) in zip(choices, asked, strict=True):
+        def create(choice: str) -> tuple[dict[str, Any], bool, rp.GpuType, int]:
+            nonlocal before
+            gpu_name, count = asked[choice]
             if count not in catalogs:
                 catalogs[count] = rp.catalog(api, count=count, cloud=cloud)
-            try:
-                chosen = rp.pick_gpu(catalogs[count], gpu_name)
-                _check_stock(chosen, count, cloud, where, vol)
-            except UserError as err:
-                if len(choices) == 1:
-                    raise
-                skip(choice, str(err).split("; nothing was created")[0])
-                continue
-            fits.append((choice, chosen, count))
-        check_login_key(api, identity)
-        env = {n: os.environ[n] for n in secrets}
-        # pods already carrying this name are not ours to adopt after a lost answer
-        before = {p.get("id") for p in rp.named_pods(api, name)}
-        pod, adopted = None, False
-        for choice, chosen, count in fits:
-            if skipped:
-                on_wait(f"trying {choice} ({chosen.name})")
+            chosen = _placeable(catalogs[count], gpu_name, count, cloud, where, vol)
+            if before is None:  # once, before the first create
+                check_login_key(api, identity)
+                before = {p.get("id") for p in rp.named_pods(api, name)}
             body = create_body(name, chosen, count, image, cloud=cloud,
                                container_disk_gb=container_disk_gb, volume_gb=volume_gb,
                                volume=vol, data_centre=data_centre, env=env)
             try:
-                pod = api.post("/v2/pods", body, idempotent=False) or {}
+                return api.post("/v2/pods", body, idempotent=False) or {}, False, chosen, count
             except AmbiguousCreate as err:  # it may exist: adopt it, never create again
-                pod = _adopt(api, name, before, err, poll_s=poll_s)
-                adopted = True
-            except rp.ApiError as err:
-                # a refusal made nothing: with another GPU to try, say why and go on
-                if len(choices) == 1 or err.status != 400:
+                return _adopt(api, name, before, err, poll_s=poll_s), True, chosen, count
+            except rp.ApiError as err:  # a refusal made nothing: another GPU may be placed
+                if err.status != 400 or len(choices) == 1:
                     raise
-                skip(choice, f"RunPod could not place it ({err})")
-                continue
-            break
-        if pod is None:
-            tried = "; ".join(f"{c}: {why}" for c, why in skipped.items())
-            raise UserError(f"RunPod has none of the GPUs asked for ({tried}); nothing was "
-                            "created. `rgt offers --profile runpod` shows the stock now")
+                raise Unavailable(str(err), why=f"RunPod could not place it ({err})") from None
+
+        pod, adopted, chosen, count = first_available(
+            choices, create, on_wait,
+            lambda tried: (f"RunPod has none of the GPUs asked for ({tried}); nothing was "
+                           "created. `rgt offers --profile runpod` shows the stock now"))
         pod_id = str(pod["id"])
         rate = float(pod.get("cost") or chosen.price.get(cloud.lower(), 0) * count)
         # In the store before anything else can fail: the pod bills from here.
@@ -227,23 +211,34 @@ def runpod_up(store: Store, name: str, gpu: str | Sequence[str], image: str, *,
     return store.box(name)
 
 
-def _check_stock(chosen: rp.GpuType, count: int, cloud: str, where: str | None,
-                 vol: dict[str, Any] | None) -> None:
-    """Refuse, before anything is created, a GPU type RunPod cannot place as asked: more GPUs
-    than one pod of it holds, or no stock for the count and cloud (in `where`, if pinned)."""
+def _placeable(types: list[rp.GpuType], gpu_name: str, count: int, cloud: str,
+               where: str | None, vol: dict[str, Any] | None) -> rp.GpuType:
+    """The GPU type asked for, refused before anything is created when RunPod cannot place it
+    as asked: no such type (Unavailable: another choice may be), more GPUs than one pod of it
+    holds, or no stock for the count and cloud (in `where`, if pinned)."""
+    try:
+        chosen = rp.pick_gpu(types, gpu_name)
+    except UserError as err:
+        raise Unavailable(str(err), why=str(err).removesuffix("; nothing was created")
+                          ) from None
     most = chosen.max_count.get(cloud.lower(), 0)
     if count > most:
-        raise UserError(f"RunPod pods of {chosen.name} hold at most {most} GPUs on the "
-                        f"{cloud.lower()} cloud, not {count}; nothing was created")
+        raise Unavailable(f"RunPod pods of {chosen.name} hold at most {most} GPUs on the "
+                          f"{cloud.lower()} cloud, not {count}; nothing was created",
+                          why=f"RunPod pods of {chosen.name} hold at most {most} GPUs on "
+                              f"the {cloud.lower()} cloud, not {count}")
     if where and chosen.stock.get(where, "NONE") == "NONE":
         stocked = ", ".join(sorted(chosen.stock)) or "nowhere right now"
-        raise UserError(f"RunPod lists no {chosen.name} stock for {count} GPU(s) in {where} "
-                        f"(it has some in: {stocked}); nothing was created"
-                        + (" — the network volume pins the data centre (RP7)" if vol else ""))
+        why = (f"RunPod lists no {chosen.name} stock for {count} GPU(s) in {where} (it has "
+               f"some in: {stocked})")
+        raise Unavailable(f"{why}; nothing was created"
+                          + (" — the network volume pins the data centre (RP7)" if vol else ""),
+                          why=why)
     if not where and chosen.availability == "NONE" and not chosen.stock:
-        raise UserError(f"RunPod lists no {chosen.name} stock for {count} GPU(s) on the "
-                        f"{cloud.lower()} cloud in any data centre right now; nothing was "
-                        "created")
+        why = (f"RunPod lists no {chosen.name} stock for {count} GPU(s) on the "
+               f"{cloud.lower()} cloud in any data centre right now")
+        raise Unavailable(f"{why}; nothing was created", why=why)
+    return chosen
 
 
 def _adopt(api: ApiClient, name: str, before: set[Any], err: Exception, *,

@@ -68,6 +68,8 @@ from rgt.platforms.base import (
     Offers,
     Released,
     Request,
+    Unavailable,
+    first_available,
     gpu_choices,
     refuse_offer_filters,
     refuse_options,
@@ -223,7 +225,7 @@ def offers(gpu: str = "RTX_4090", max_price: float | None = None, *, num_gpus: i
     return found[:limit]
 
 
-class NoOffer(UserError):
+class NoOffer(Unavailable):
     """No offer matches the GPU asked for (with the safe filters on): nothing was rented."""
 
 
@@ -234,10 +236,11 @@ def cheapest_offer(gpu: str, *, interruptible: bool, max_price: float | None,
     found = offers(name, max_price, num_gpus=int(count or 1), interruptible=interruptible,
                    limit=1)
     if not found:
+        under = f" under ${max_price:g}/h" if max_price is not None else ""
         raise NoOffer(f"no verified, reliable vast.ai offer with direct SSH for --gpu {gpu}"
-                        + (f" under ${max_price:g}/h" if max_price is not None else "")
-                        + "; nothing was rented. Check the GPU name as vast.ai spells it "
-                        "(RTX_4090, H100_SXM) with `rgt offers`")
+                      f"{under}; nothing was rented. Check the GPU name as vast.ai spells it "
+                      "(RTX_4090, H100_SXM) with `rgt offers`",
+                      why=f"no verified, reliable offer with direct SSH{under}")
     on_wait(f"cheapest matching offer: {found[0].id} ({found[0].num_gpus}x "
             f"{found[0].gpu_name}, ${found[0].usd_per_hour:.3f}/h)")
     return found[0].id
@@ -283,8 +286,11 @@ def search(api: ApiClient, query: dict[str, Any]) -> list[dict[str, Any]]:
     return (api.post("/bundles/", query) or {}).get("offers") or []
 
 
-class OfferGone(UserError):
+class OfferGone(Unavailable):
     """The offer was rented or withdrawn before rgt's create: nothing was created."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, why="its cheapest offer was taken before the create")
 
 
 def get_offer(api: ApiClient, offer_id: int, disk_gb: float | None = None) -> Offer:
@@ -763,29 +769,18 @@ class VastPlatform(SshPlatform):
                            identity=options.get("identity"), data_dir=request.data_dir,
                            durable_dir=request.durable_dir)
 
-        if offer is not None or len(choices) < 2:
-            if offer is None:
-                offer = cheapest_offer(r.gpu or "", interruptible=r.bid is not None,
-                                       max_price=r.bid, on_wait=request.on_wait)
+        if offer is not None:
             return create(int(offer))
-        # several GPUs, first preferred: the next is tried only when the one before has no
-        # offer or lost it before the create, so nothing was created for it (never two)
-        skipped: list[str] = []
-        for n, gpu in enumerate(choices):
-            try:
-                return create(cheapest_offer(gpu, interruptible=r.bid is not None,
-                                             max_price=r.bid, on_wait=request.on_wait))
-            except NoOffer:
-                why = "no verified, reliable offer with direct SSH" + (
-                    f" under ${r.bid:g}/h" if r.bid is not None else "")
-            except OfferGone:
-                why = "its cheapest offer was taken before the create"
-            skipped.append(f"{gpu}: {why}")
-            if n + 1 < len(choices):
-                request.on_wait(f"skipped {gpu} ({why}); trying {choices[n + 1]}")
-        raise UserError(f"no vast.ai offer for any GPU asked for ({'; '.join(skipped)}); "
-                        "nothing was rented. Check the names as vast.ai spells them "
-                        "(RTX_4090, H100_SXM) with `rgt offers`")
+        # the next GPU is tried only when the one before has no offer or lost it before the
+        # create (NoOffer, OfferGone): nothing was created for it, so never two
+        return first_available(
+            choices,
+            lambda gpu: create(cheapest_offer(gpu, interruptible=r.bid is not None,
+                                              max_price=r.bid, on_wait=request.on_wait)),
+            request.on_wait,
+            lambda tried: (f"no vast.ai offer for any GPU asked for ({tried}); nothing was "
+                           "rented. Check the names as vast.ai spells them (RTX_4090, "
+                           "H100_SXM) with `rgt offers`"))
 
     def gate(self, store: Store, box: Box, run: Any) -> dict[str, Any] | None:
         return watch_gate(store, box, run)
