@@ -22,7 +22,6 @@ from rich.table import Table
 from rgt.cli import app
 from rgt.cli.console import console, err_console, print_json, print_registered
 from rgt.errors import UserError
-from rgt.spec import GPU_CONSTRAINT
 from rgt.store import Box, Store
 
 LAMBDA_PANEL = "Rent on Lambda Cloud (--profile lambda, without --ssh/--host)"
@@ -97,6 +96,8 @@ def up_request(*, gpu=None, cpus=None, mem=None, disk=None, image=None, region=N
                volume=None, cloud=None, container_disk=None) -> tuple[dict, dict]:
     """`rgt up`'s flags as (resources, options): the vocabulary's words, and the platform's
     own settings. None means "not given", so the platform can refuse a flag it cannot use."""
+    from rgt.spec import GPU_CONSTRAINT  # the spec's schema: not for `rgt offers --help`
+
     choices = [g.strip() for g in gpu.split(",")] if gpu else []
     if gpu and not all(GPU_CONSTRAINT.match(g) for g in choices):
         raise UserError(f"--gpu {gpu!r}: give TYPE:COUNT, or several separated by commas, "
