@@ -1155,19 +1155,21 @@ class SlurmPlatform(SshPlatform):
         transport.run(f"scontrol update JobId={job} Requeue=0", check=False, timeout=30)
         sent: list[str] = []
         escalated = False
-        if "RUNNING" in live_states(transport, job_id).values():
+        states = live_states(transport, job_id)
+        if "RUNNING" in states.values():
             transport.run(f"scancel --state=PENDING {job}", check=False, timeout=60)
             transport.run(f"scancel --batch --signal=TERM {job}", check=False, timeout=60)
             sent.append(f"scancel --batch --signal=TERM {job_id}: SIGTERM to the batch script, "
                         "which forwards it to the trainer")
             deadline = time.monotonic() + grace_s
-            while "RUNNING" in live_states(transport, job_id).values():
+            while "RUNNING" in (states := live_states(transport, job_id)).values():
                 if time.monotonic() >= deadline:
                     escalated = True
                     break
                 time.sleep(1)
-        # what the script has not ended yet (COMPLETING: Slurm is already ending it)
-        if any(state != "COMPLETING" for state in live_states(transport, job_id).values()):
+        # what the script has not ended yet (COMPLETING: Slurm is already ending it), as
+        # squeue last listed it
+        if any(state != "COMPLETING" for state in states.values()):
             result = transport.run(f"scancel {job}", check=False, timeout=60)
             if not result.ok and any(state != "COMPLETING" for state in
                                      live_states(transport, job_id).values()):
