@@ -249,6 +249,23 @@ def test_offers_runpod_lists_stock(runpod_api):
     assert "RTX 4090" in table.stdout and "H100" not in table.stdout
 
 
+def test_offers_take_the_gpu_count_from_num_gpus_alone_or_agreeing(runpod_api, lambda_api):
+    runpod_api.gpus[0]["maxCount"] = {"secure": 1, "community": 1}  # RTX 4090: 1 per pod
+    shown = rgt_cli("offers", "-p", "runpod", "--num-gpus", "2", "--json")
+    assert shown.returncode == 0, shown.stderr
+    rows = json.loads(shown.stdout)["offers"]
+    assert [r["id"] for r in rows] == ["NVIDIA RTX A6000", "NVIDIA H100 80GB HBM3"], rows
+    assert {r["count"] for r in rows} == {2} and rows[0]["usd_per_hour"] == 0.98
+    for profile in ("runpod", "vastai", "lambda"):
+        both = rgt_cli("offers", "-p", profile, "--gpu", "H100:1", "--num-gpus", "8")
+        assert both.returncode == 2, both.stdout + both.stderr
+        (line,) = both.stderr.strip().splitlines()
+        assert "--gpu H100:1 and --num-gpus 8 disagree" in line
+    lambda_api.capacity["gpu_8x_h100_sxm5"] = {"us-east-1"}
+    eight = rgt_cli("offers", "-p", "lambda", "--gpu", "H100", "--num-gpus", "8", "--json")
+    assert [r["id"] for r in json.loads(eight.stdout)["offers"]] == ["gpu_8x_h100_sxm5"]
+
+
 def test_offers_on_a_platform_without_them_is_one_line(home):
     for profile, word in (("slurm", "slurm"), ("kubernetes", "kubernetes")):
         result = rgt_cli("offers", "--profile", profile)

@@ -272,6 +272,18 @@ class OfferQuery:
     limit: int = 20
     options: dict[str, Any] = field(default_factory=dict)
 
+    def model_and_count(self) -> tuple[str | None, int | None]:
+        """`gpu` and `count` as one (MODEL, COUNT): `--gpu H100:2`, or `--gpu H100 --num-gpus
+        2`; either may be None when not given. A count given both ways must agree."""
+        if not self.gpu:
+            return None, self.count
+        model, colon, given = self.gpu.rpartition(":")
+        if not colon:
+            return self.gpu, self.count
+        if self.count is not None and self.count != int(given):
+            raise UserError(f"--gpu {self.gpu} and --num-gpus {self.count} disagree; give one")
+        return model, int(given)
+
 
 @dataclass
 class Offers:

@@ -154,9 +154,10 @@ def lambda_offers(query: OfferQuery) -> Offers:
     if query.spot:
         raise UserError("Lambda rents on-demand instances only: it has no spot or "
                         "interruptible capacity; drop --interruptible")
-    gpu = query.gpu
-    if gpu and query.count and ":" not in gpu and not gpu.startswith("gpu_"):
-        gpu = f"{gpu}:{query.count}"
+    model, count = query.model_and_count()
+    gpu = query.gpu  # an instance type's name (gpu_8x_h100_sxm5) says its count itself
+    if model and count and not model.startswith("gpu_"):
+        gpu = f"{model}:{count}"
     types = capacity(gpu)
     if query.max_price is not None:
         types = [t for t in types if t.usd_per_hour <= query.max_price]

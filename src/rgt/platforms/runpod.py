@@ -295,11 +295,8 @@ def gpu_offers(query: OfferQuery) -> Offers:
     cloud = str(opts.get("cloud") or "SECURE").upper()
     if cloud not in ("SECURE", "COMMUNITY"):
         raise UserError(f"--cloud {cloud.lower()}: RunPod has secure and community clouds")
-    name, count = rp.parse_gpu(query.gpu) if query.gpu else ("", 1)
-    if query.gpu and ":" not in query.gpu and query.count:
-        count = query.count
-    elif query.count and query.count != count:
-        raise UserError(f"--gpu {query.gpu} and --num-gpus {query.count} disagree; give one")
+    model, asked = query.model_and_count()
+    name, count = (model or "").strip(), asked or 1
     with rp.client() as api:
         types = rp.catalog(api, count=count, cloud=cloud)
     if name:

@@ -253,12 +253,8 @@ def offer_table(query: OfferQuery) -> Offers:
     if query.region:
         raise UserError("--region: vast.ai offers are filtered by GPU and price here; the "
                         "table's `where` column shows each host's location")
-    gpu, count = query.gpu or "RTX_4090", query.count
-    if ":" in gpu:
-        gpu, _, given = gpu.partition(":")
-        if count is not None and str(count) != given:
-            raise UserError(f"--gpu {query.gpu} and --num-gpus {count} disagree; give one")
-        count = int(given or 1)
+    gpu, count = query.model_and_count()
+    gpu = gpu or "RTX_4090"
     reliability = opts.get("min_reliability")
     reliability = MIN_RELIABILITY if reliability is None else float(reliability)
     rows = offers(gpu, query.max_price, num_gpus=count or 1, min_reliability=reliability,
