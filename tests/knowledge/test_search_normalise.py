@@ -46,6 +46,15 @@ def test_normalise_drops_what_the_paste_added(pasted, bare):
     assert normalise(pasted) == bare
 
 
+def test_a_programs_own_asterisks_are_not_markdown():
+    # Slurm frames its cancel line in `***`; emphasis is `**`. Read with its doubled blank
+    # collapsed, the line must keep them, as SLURM2's rules need them.
+    line = ("slurmstepd: error: *** STEP 4242.0 ON node01 CANCELLED AT 2026-01-01T00:00:00  DUE TO "
+            "PREEMPTION ***")
+    assert normalise(line) == " ".join(line.split())
+    assert [h.gotcha.id for h in search_gotchas(line, limit=3)][:1] == ["SLURM2"]
+
+
 @pytest.mark.parametrize("line, gotcha", [
     ("2020-11-11 10:46:37: lost connection", "GEN3"),  # `^lost connection$` once the stamp goes
     ("\x1b[31mKilled\x1b[0m", "U9"),  # a coloured terminal's bare `Killed`

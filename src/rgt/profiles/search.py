@@ -95,12 +95,13 @@ _ESCAPED_QUOTE = re.compile(r"\\+(['\"])")
 _BLANKS = re.compile(r"\s+")
 # Typography a paste picks up on its way through a chat, a forum or a word processor: curly and
 # full-width quotes (NFKC folds the other full-width forms and non-breaking spaces), markdown
-# emphasis and code spans around the line, a quote or list marker, a shell prompt.
+# emphasis and code spans around the line, a quote or list marker, a shell prompt. A longer run of
+# asterisks is the program's own (Slurm's `*** JOB 42 CANCELLED ... ***`), not emphasis.
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
                          "\u2032": "'", "\u00b4": "'", "\u201c": '"', "\u201d": '"',
                          "\u201e": '"', "\u201f": '"', "\u2033": '"', "\u00ab": '"',
                          "\u00bb": '"', "\u2013": "-", "\u2014": "-", "\u2212": "-"})
-_MARKDOWN = re.compile(r"\*\*|__(?=\S)|(?<=\S)__|```\w*|`")
+_MARKDOWN = re.compile(r"(?<!\*)\*\*(?!\*)|__(?=\S)|(?<=\S)__|```\w*|`")
 _LEAD = re.compile(r"^\s*(?:>\s*)+|^\s*[-*+]\s+|^\s*(?:[\w.@-]+[:~][^\s$#]*)?[$#%]\s+")
 # Other log prefixes: syslog's `Nov 20 10:00:00 host proc[12]:`, the kernel's `[ 1234.5678]`,
 # a bare clock `12:00:01` or `[12:00:01]`, `kubectl logs --prefix`'s `[pod/name/container]`,
