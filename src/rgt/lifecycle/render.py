@@ -83,9 +83,9 @@ def dry_run(store: Store, box_name: str, spec: JobSpec, *, after: str | None = N
     on-box runner would be given; nothing is sent."""
     box = store.box(box_name)
     platform = platform_for(box.profile)
+    refuse_unlaunchable(box, platform, spec, after)  # what `rgt run` would refuse
     if not hasattr(platform, "render"):
-        return runner_plan(store, box, platform, spec, after=after)
-    platform = renderer(box.profile, spec)
+        return runner_plan(store, box, platform, spec)
     dependency = platform.dependency_on(store.run(box.name, after)) if after else None
     return platform.render(box, spec, new_run_id(spec.name), dependency=dependency)
 
@@ -93,11 +93,9 @@ def dry_run(store: Store, box_name: str, spec: JobSpec, *, after: str | None = N
 SHOWN_FILES = 30  # the largest files the plan lists by name; the rest are counted
 
 
-def runner_plan(store: Store, box: Box, platform: Platform, spec: JobSpec, *,
-                after: str | None = None) -> str:
+def runner_plan(store: Store, box: Box, platform: Platform, spec: JobSpec) -> str:
     """What `rgt run` would hand the on-box runner on BOX: read from the spec, the profile,
     the box's directories and this machine's workdir; the box is not contacted."""
-    refuse_unlaunchable(box, platform, spec, after)
     profile = load_profile(box.profile)
     run_id = new_run_id(spec.name)
     layout = Layout.of(box, run_id, spec)
