@@ -16,7 +16,6 @@ from rgt.cli.console import console, print_json
 from rgt.errors import UserError
 from rgt.profiles import Profile, all_profiles, find_gotcha, load_profile, search_gotchas
 from rgt.profiles.schema import Gotcha, Survives
-from rgt.profiles.search import FUZZY, RULE
 
 # Section name (as the user types it) → the profile fields it renders.
 SECTIONS: dict[str, tuple[str, ...]] = {
@@ -403,16 +402,19 @@ def _search(text: str, platform: str | None, as_json: bool) -> None:
     if not hits:
         console.print("No gotcha matches that text. Try fewer words, or the exact error line.")
         raise typer.Exit(1)
-    fuzzy = hits[0].why == FUZZY
-    title = (f"No rule matched {escape(repr(text))}; gotchas whose words come close (a guess)"
-             if fuzzy else f"Gotchas matching {escape(repr(text))}")
+    if hits[0].guess:
+        title = f"No rule matched {escape(repr(text))}; gotchas that come close (guesses)"
+    elif hits[-1].guess:
+        title = f"Gotchas matching {escape(repr(text))}, then close ones (guesses)"
+    else:
+        title = f"Gotchas matching {escape(repr(text))}"
     if platform:
         title += f" — {escape(platform)} first"
     table = Table(title=title, title_justify="left")
     for column in ("id", "platform", "matched by", "title"):
         table.add_column(column, overflow="fold")
     for h in hits:
-        why = f"{h.why}: {h.match}" if h.why == RULE else h.why
+        why = f"guess, {h.why}: {h.match}" if h.guess else f"{h.why}: {h.match}"
         table.add_row(h.gotcha.id, h.platform, escape(why), escape(h.gotcha.title))
     console.print(table)
     console.print("Full text: [bold]rgt gotcha ID[/]")
