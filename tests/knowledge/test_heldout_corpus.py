@@ -77,6 +77,17 @@ searching:
 Fresh rounds of program output (7-9) together: 146/173 (84.4%); every held-out round at the time
 it was first measured (4-9): 334/408 (81.9%). Below the issue's 90%.
 
+Then search learnt to guess where the rules name fewer than three gotchas (profiles/similar.py:
+gotchas whose known lines look like the pasted one, then shared words). Run with the catalog and
+rules each of rounds 4-9 was first measured with, the guesses take those rounds from 334/408 to
+356/408 (87.3%); that is a design figure, the misses were in view while the guesses were built.
+
+- round 10 (94 + 40; 10 more the catalog lacks), program output collected after that change by
+  two collectors who never ran search and saw neither the rules nor an earlier corpus, from 104
+  threads nothing here cited (21 of them forum, documentation and blog pages): 85/94 (90.4%) in
+  the top 3, with or without --profile, 0/40 unrelated lines answered. The code before the
+  guesses (commit 46666dd) scores the same lines 83/94 (88.3%), 0/40.
+
 The bars below are the measured figures, so a change that loses a hit or adds a false answer
 fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed with what
 search answers, not scored.
@@ -107,13 +118,15 @@ ROUNDS = {  # round: (positive key, negative key)
     7: ("round7_positive", "round7_negative"),
     8: ("round8_positive", "round8_negative"),
     9: ("round9_positive", "round9_negative"),
+    10: ("round10_positive", "round10_negative"),
 }
 # Measured when each bar was set (see the module docstring). Round 1's one false answer came with
 # the guesses from known lines: rsync's "name lookup failed for <ip>: Name or service not known"
 # (a harmless reverse lookup) resembles the DNS failure U50 explains.
 MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80, 6: 73 / 82,
-            7: 80 / 82, 8: 65 / 67, 9: 22 / 24}
-MAX_FALSE_ANSWERS = {1: 1, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0, 7: 0, 8: 0, 9: 0}
+            7: 80 / 82, 8: 65 / 67, 9: 22 / 24,
+            10: 85 / 94}
+MAX_FALSE_ANSWERS = {1: 1, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0, 7: 0, 8: 0, 9: 0, 10: 0}
 # The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
 NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}
 
