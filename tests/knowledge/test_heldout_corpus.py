@@ -82,11 +82,19 @@ gotchas whose known lines look like the pasted one, then shared words). Run with
 rules each of rounds 4-9 was first measured with, the guesses take those rounds from 334/408 to
 356/408 (87.3%); that is a design figure, the misses were in view while the guesses were built.
 
-- round 10 (94 + 40; 10 more the catalog lacks), program output collected after that change by
-  two collectors who never ran search and saw neither the rules nor an earlier corpus, from 104
-  threads nothing here cited (21 of them forum, documentation and blog pages): 85/94 (90.4%) in
-  the top 3, with or without --profile, 0/40 unrelated lines answered. The code before the
-  guesses (commit 46666dd) scores the same lines 83/94 (88.3%), 0/40.
+- round 10 (83 + 40; 10 more the catalog lacks), program output collected after that change by
+  two collectors who never ran search and saw neither the rules nor an earlier corpus, from 133
+  threads nothing here cited (20 of them forum, documentation and blog pages). 11 more lines
+  they collected were, verbatim, lines of error_corpus.yaml (the commonest messages: "No space
+  left on device", "Permission denied (publickey).", ...) and were dropped, as every round's
+  are. With the guesses (commit dc3ee50): 74/83 (89.2%) in the top 3, with or without
+  --profile, 0/40 unrelated lines answered; the code before them (commit 46666dd): 72/83
+  (86.7%), 0/40. With the 11 common lines kept, 85/94 (90.4%) and 83/94 (88.3%).
+  Its misses then drove the next change (a driver upgraded without a reboot, "NVRM: API
+  mismatch" and "Driver/library version mismatch", for U57; any "NVRM: Xid" line for U22; apt's
+  "Temporary failure resolving"; new gotchas U67 for CUDA extensions built for another torch or
+  CUDA and SLURM8 for ReqNodeNotAvail, three and one of its `lacks:` lines; "version" and
+  "information" no longer count as shared words): 78/83, fitted.
 
 The bars below are the measured figures, so a change that loses a hit or adds a false answer
 fails here. Lines marked `lacks:` are failures no gotcha explains; they are listed with what
@@ -125,7 +133,7 @@ ROUNDS = {  # round: (positive key, negative key)
 # (a harmless reverse lookup) resembles the DNS failure U50 explains.
 MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80, 6: 73 / 82,
             7: 80 / 82, 8: 65 / 67, 9: 22 / 24,
-            10: 85 / 94}
+            10: 78 / 83}
 MAX_FALSE_ANSWERS = {1: 1, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0, 7: 0, 8: 0, 9: 0, 10: 0}
 # The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
 NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}

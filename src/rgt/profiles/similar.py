@@ -72,6 +72,7 @@ _STOPWORDS = frozenset([
     # what every process, job and service reports about itself
     "process", "processes", "completed", "complete", "exit", "exited", "status", "enabled",
     "disabled", "need", "needs", "exists", "exist", "create", "created",
+    "version", "versions", "information",
 ])
 # Exception and warning classes every kind of failure raises: the class says nothing, and its
 # parts ("runtime", "value", "key") would read as words of the failure. Names that do say
