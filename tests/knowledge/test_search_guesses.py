@@ -2,7 +2,7 @@
 
 A failure's next wording (another tool, version or translation) misses rules written from the
 last one. Search then offers, after any rule hit and marked as guesses, the gotchas one of whose
-known lines (`detect.examples`) looks like the pasted one, and, only when nothing else answered,
+known lines (`detect.examples`) looks like the pasted one, and, only when no rule fired,
 those whose words it shares. These tests pin what each stage may and may not do; the corpora
 (test_heldout_corpus.py) measure how well they do.
 """
@@ -49,7 +49,7 @@ def test_three_rule_hits_leave_no_room_for_guesses():
     assert len(hits) >= 3 and all(h.why == RULE for h in hits)
 
 
-def test_shared_words_answer_only_when_nothing_else_does():
+def test_shared_words_answer_only_when_no_rule_fires():
     # no rule and no known line come close; the words (CamelCase split) say Slurm's cgroup kill
     line = "job 4242 exceeded its memory limit and was killed by the cgroup oom handler"
     hits = search_gotchas(line)

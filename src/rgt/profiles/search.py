@@ -8,9 +8,9 @@ of memory`), and, when the user names the platform, by whether the gotcha belong
 
 Where the rules name fewer than three gotchas, guesses fill the list up to three, after every
 rule hit and marked as guesses (see `similar`): gotchas one of whose known lines looks like this
-one, then gotchas whose words it shares. A line that does not say anything went wrong ("API key
-is configured", "Evicted 0 pods") gets no guess at all, so a line that merely shares vocabulary
-with a gotcha finds nothing.
+one, then, when no rule fired, gotchas whose words it shares. A line that does not say anything
+went wrong ("API key is configured", "Evicted 0 pods") gets no guess at all, so a line that
+merely shares vocabulary with a gotcha finds nothing.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class Searcher:
                    if gotcha.id not in answered
                    and (self.profile is None or platform in (self.profile, "universal"))]
         guesser = _guesser(tuple(gotcha for _, gotcha, _ in self.entries))
-        # Shared words alone are the weakest evidence: asked only when nothing else answered.
+        # Shared words are the weakest evidence: asked only when no rule fired.
         return [GotchaHit(self.entries[g.index][1], self.entries[g.index][0], g.why, g.match,
                           g.score)
                 for g in guesser.guesses(text, allowed, words=not answered)]
