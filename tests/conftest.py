@@ -16,6 +16,22 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.pop(name, None)
 
 
+def _make_kaggles_config_dir() -> None:
+    """The kaggle package creates its config directory when it is imported, with a check and
+    then a makedirs that refuses an existing directory: two workers collecting the Kaggle tests
+    at once on a fresh machine race, and the loser's collection fails with FileExistsError.
+    Make the directory it will pick (its own rule) before any worker imports it."""
+    home = Path.home()
+    chosen = os.environ.get("KAGGLE_CONFIG_DIR") or str(home / ".kaggle")
+    if not os.environ.get("KAGGLE_CONFIG_DIR") and sys.platform.startswith("linux") \
+            and not os.path.exists(chosen):
+        chosen = os.path.join(os.environ.get("XDG_CONFIG_HOME") or str(home / ".config"), "kaggle")
+    os.makedirs(chosen, exist_ok=True)
+
+
+_make_kaggles_config_dir()
+
+
 def _fail_skips_in_ci(report, item=None) -> None:
     """In CI a skip means an install step is missing (no sshd, no Slurm, no torch, not root):
     fail instead, so a green run cannot hide an untested component. Tests marked `may_skip`
