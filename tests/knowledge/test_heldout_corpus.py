@@ -101,9 +101,11 @@ rules each of rounds 4-9 was first measured with, the guesses take those rounds 
   guessed). 25 of the 97 are verbatim lines of earlier rounds (the commonest messages); on the
   72 lines no corpus here held, 64 (88.9%). The code before the guesses (46666dd): 87/97
   (89.7%), 63/72 (87.5%), 0/44.
-  Its misses then drove the next change (NCCL's connect retries in any errno, a TPU held by
-  another process for U11, GCP's "Quota failure for project", sbatch's "DOS line breaks", a pod
-  that "does not have a host assigned"): 94/97, fitted.
+  Its misses then drove the next change (a TPU held by another process for U11, GCP's "Quota
+  failure for project", sbatch's "DOS line breaks", a pod that "does not have a host
+  assigned"): 93/97, fitted. NCCL's INFO-level "Call to connect returned Connection refused,
+  retrying" stays unanswered: test_search_harmless.py holds it routine (a retry while the
+  peers start), though in its thread the retries never ended.
 
 Fresh rounds 10 and 11 together, each measured with the code of its time: 163/180 (90.6%) in
 the top 3; on the 144 lines no earlier corpus held, 129 (89.6%); 1/84 unrelated lines answered.
@@ -147,7 +149,7 @@ ROUNDS = {  # round: (positive key, negative key)
 # (a harmless reverse lookup) resembles the DNS failure U50 explains.
 MIN_RATE = {1: 44 / 44, 2: 18 / 19, 3: 56 / 56, 4: 73 / 73, 5: 78 / 80, 6: 73 / 82,
             7: 80 / 82, 8: 65 / 67, 9: 22 / 24,
-            10: 78 / 83, 11: 94 / 97}
+            10: 78 / 83, 11: 93 / 97}
 MAX_FALSE_ANSWERS = {1: 1, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0, 7: 0, 8: 0, 9: 0, 10: 0, 11: 1}
 # The gotchas added by commit 2bb2254, for round 3's split between old and new answers.
 NEW_GOTCHAS = {"U53", "U54", "U55", "U56", "U57", "U58", "U59", "SLURM7", "NB6", "NB7", "NB8"}
