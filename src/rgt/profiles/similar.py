@@ -11,7 +11,7 @@ translation. Two comparisons catch much of that, each on the line as `paste.mask
   launcher), so the line and each example are compared as vectors of character 3- and 4-grams,
   weighted by how rare each gram is among all examples (cosine similarity).
 - **Shared words.** The line's distinctive words against each gotcha's title, symptom, cause,
-  fix, examples and the literal words of its patterns. CamelCase names are split
+  fix and the literal words of its patterns. CamelCase names are split
   (`QOSMinCpuNotSatisfied` says qos, min, cpu), plural and tense endings dropped, and words of
   every error message weigh nothing; a word rare across the catalog weighs more than a common
   one, and a word no gotcha uses counts against the guess (it is evidence of something else).
@@ -43,10 +43,10 @@ _MIN_LIKENESS = 0.4
 _MIN_WORD_SCORE = 0.55
 _MIN_SHARED_WORDS = 2
 _GRAMS = (3, 4)
-# How much each part of a gotcha speaks for it: the words of its title, symptom, examples and
-# patterns are the ones a failing program prints; cause and fix are the story behind them.
-_FIELD_WEIGHT = {"title": 1.0, "symptom": 1.0, "examples": 1.0, "patterns": 1.0, "cause": 0.7,
-                 "fix": 0.5}
+# How much each part of a gotcha speaks for it: the words of its title, symptom and patterns are
+# the ones a failing program prints; cause and fix are the story behind them. Its examples are
+# left to the likeness stage: whole lines carry incidental words (an HTTP verb, a host name).
+_FIELD_WEIGHT = {"title": 1.0, "symptom": 1.0, "patterns": 1.0, "cause": 0.7, "fix": 0.5}
 
 _DIGITS = re.compile(r"\d{3,}")  # pids, sizes, ports; an exit code or signal number stays
 _DIGIT_FORM = "0"
@@ -209,7 +209,6 @@ def _weighted_words(gotcha: Gotcha) -> dict[str, float]:
     detect = gotcha.detect
     fields = {"title": gotcha.title, "symptom": gotcha.symptom, "cause": gotcha.cause,
               "fix": gotcha.fix,
-              "examples": " ".join(detect.examples) if detect else "",
               "patterns": " ".join(_REGEX_SYNTAX.sub(" ", p) for p in detect.patterns)
               if detect else ""}
     weights: dict[str, float] = {}
