@@ -90,7 +90,9 @@ def _ensure_user(name: str) -> Path:
 def stock_user(name: str, *, without: Iterable[str] = (), extra: Mapping[str, str] | None = None,
                client_key: Path) -> StockUser:
     """The system user NAME (made if absent, login shell /bin/sh), whose PATH has every tool
-    of this machine except those matching `without`, plus `extra` (name -> target)."""
+    of this machine except those matching `without`, plus `extra` (name -> target). The PATH
+    directory is rebuilt on every call, so each test needs a user name of its own: tests run
+    side by side on pytest-xdist workers."""
     home = _ensure_user(name)
     uid, gid = _ids(name)
     ssh_dir = home / ".ssh"

@@ -108,7 +108,9 @@ def test_a_box_without_bash_is_refused_at_up_with_the_fix(cli, stock_box):
 
 def test_a_box_registered_before_the_interpreter_was_recorded_still_audits_and_runs(
         cli, stock_box, tmp_path, monkeypatch):
-    box = stock_box("rgt-stock", without=("python", "python2*"))
+    # a user of its own: stock_user rebuilds the user's PATH directory, so two tests sharing a
+    # user on two pytest-xdist workers pulled each other's tools away ("bash: not found")
+    box = stock_box("rgt-stock-old", without=("python", "python2*"))
     assert up(cli, box, "old").returncode == 0
     monkeypatch.setenv("RGT_HOME", str(cli.home))
     store = Store()
