@@ -48,8 +48,9 @@ _GRAMS = (3, 4)
 # left to the likeness stage: whole lines carry incidental words (an HTTP verb, a host name).
 _FIELD_WEIGHT = {"title": 1.0, "symptom": 1.0, "patterns": 1.0, "cause": 0.7, "fix": 0.5}
 
-_DIGITS = re.compile(r"\d{3,}")  # pids, sizes, ports; an exit code or signal number stays
-_DIGIT_FORM = "0"
+# Numbers of three digits or more (pids, sizes, ports, job ids) name this occurrence, not the
+# failure, and read as one; a shorter one (a signal, an errno, exit status 1) stays itself.
+_LONG_NUMBER = re.compile(r"\d{3,}")
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _ENDINGS = ("ing", "ed", "es", "s")
@@ -219,8 +220,8 @@ def _weighted_words(gotcha: Gotcha) -> dict[str, float]:
 
 
 def _grams(line: str) -> Counter[str]:
-    """Character 3- and 4-grams of the line, lowercased, every number read as 0."""
-    text = f" {_DIGITS.sub(_DIGIT_FORM, ' '.join(line.lower().split()))} "
+    """Character 3- and 4-grams of the line, lowercased, every long number read as 0."""
+    text = f" {_LONG_NUMBER.sub('0', ' '.join(line.lower().split()))} "
     return Counter(text[i:i + n] for n in _GRAMS for i in range(len(text) - n + 1))
 
 
