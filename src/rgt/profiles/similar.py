@@ -155,13 +155,15 @@ class Guesser:
 
     def _words(self, line: str, allowed: set[int]) -> list[Guess]:
         documents, idf, unseen = self._vocabulary
+        forms = list(_word_forms(line))
         # A CamelCase name counts as its parts; whole, only where some gotcha uses it whole.
-        words = set(words_of(line, whole_camel=False)) | {
-            w for w in words_of(line) if w in idf}
+        words = {word for word, _, whole in forms if not whole or word in idf}
         if not words:
             return []
         total = sum(idf.get(w, unseen) for w in words)
-        surface = _surface_forms(line)
+        spelled: dict[str, str] = {}  # shown to the user as the line spells them, not stems
+        for word, spelling, _ in forms:
+            spelled.setdefault(word, spelling)
         guesses = []
         for index in allowed:
             weights = documents[index]
@@ -170,33 +172,31 @@ class Guesser:
                 continue
             score = sum(idf[w] * weights[w] for w in shared) / total
             if score >= _MIN_WORD_SCORE:
-                guesses.append(Guess(index, FUZZY, " ".join(sorted(surface.get(w, w)
-                                                                     for w in shared)), score))
+                guesses.append(Guess(index, FUZZY, " ".join(sorted(spelled[w] for w in shared)),
+                                     score))
         return sorted(guesses, key=lambda g: -g.score)
 
 
 def words_of(text: str, *, whole_camel: bool = True) -> Iterator[str]:
     """The distinctive words of `text`, lowercased and without plural or tense endings."""
+    for word, _, whole in _word_forms(text):
+        if whole_camel or not whole:
+            yield word
+
+
+def _word_forms(text: str) -> Iterator[tuple[str, str, bool]]:
+    """(word as compared, as the text spells it, whether it is a whole CamelCase name) for each
+    distinctive word of `text`: a CamelCase name gives its parts, then itself."""
     for raw in _TOKEN.findall(text):
         if raw.lower() in _GENERIC_CLASSES:
             continue
-        parts = _CAMEL.split(raw)
-        if len(parts) > 1 and whole_camel:
-            parts.append(raw)
-        for part in parts:
-            word = part.lower()
-            if len(word) >= 3 and word not in _STOPWORDS:
-                yield _stem(word)
-
-
-def _surface_forms(line: str) -> dict[str, str]:
-    """Each word of the line as `words_of` reads it, mapped to how the line spells it: the
-    shared words shown to the user are theirs, not stems."""
-    forms: dict[str, str] = {}
-    for raw in _TOKEN.findall(line):
-        for part in [*_CAMEL.split(raw), raw]:
-            forms.setdefault(_stem(part.lower()), part.lower())
-    return forms
+        pieces = [(part, False) for part in _CAMEL.split(raw)]
+        if len(pieces) > 1:
+            pieces.append((raw, True))
+        for part, whole in pieces:
+            spelling = part.lower()
+            if len(spelling) >= 3 and spelling not in _STOPWORDS:
+                yield _stem(spelling), spelling, whole
 
 
 def _stem(word: str) -> str:
