@@ -95,7 +95,7 @@ def _from_log(findings: dict[str, Finding], number: int, line: str, searcher: Se
               ) -> None:
     # The best rule hit for the box's platform only: "No space left on device" on a RunPod box
     # is RP11 first, and listing AD4 beside it would send the user to the wrong platform's fix.
-    for hit in searcher.search(line, fuzzy=False, limit=1):
+    for hit in searcher.search(line, guesses=False, limit=1):
         seen = findings.get(hit.gotcha.id)
         if seen is not None:
             seen.count += 1

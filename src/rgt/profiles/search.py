@@ -72,14 +72,14 @@ class Searcher:
                                                       if gotcha.detect else [])])
                         for platform, gotcha in all_gotchas()]
 
-    def search(self, text: str, *, fuzzy: bool = True, limit: int | None = None
+    def search(self, text: str, *, guesses: bool = True, limit: int | None = None
                ) -> list[GotchaHit]:
-        """Rule hits best first; with `fuzzy`, guesses after them up to three gotchas in all."""
+        """Rule hits best first; with `guesses`, guesses after them up to three gotchas in all."""
         views = (text, normalised) if (normalised := normalise(text)) != text else (text,)
         hits = [hit for platform, gotcha, patterns in self.entries
                 if (hit := self._rule_hit(views, platform, gotcha, patterns)) is not None]
         hits.sort(key=lambda h: -h.score)
-        if fuzzy and len(hits) < _ENOUGH and reports_trouble(text):
+        if guesses and len(hits) < _ENOUGH and reports_trouble(text):
             hits += self._guesses(text, {h.gotcha.id for h in hits})[:_ENOUGH - len(hits)]
         return hits[:limit] if limit else hits
 
