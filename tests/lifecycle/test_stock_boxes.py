@@ -153,3 +153,14 @@ def test_no_bash_on_this_machine_is_the_same_clear_error(tmp_path, monkeypatch):
     with pytest.raises(BashMissing) as refused:
         LocalTransport().run("true")
     assert "apk add bash" in str(refused.value)
+
+
+def test_every_stock_box_user_belongs_to_one_test():
+    # stock_user rebuilds a user's PATH and the fixture empties its rgt-test-* directories, so
+    # two tests naming one user on two xdist workers break each other (it happened: "bash: not
+    # found" in the middle of rgt up)
+    tests = Path(__file__).parents[1]
+    names = [name for path in sorted(tests.rglob("test_*.py"))
+             for name in re.findall(r'stock_box\(\s*"([^"]+)"', path.read_text(encoding="utf-8"))]
+    assert len(names) >= 7
+    assert sorted(names) == sorted(set(names)), names
