@@ -311,3 +311,203 @@ def python_facts(python: str, timeout: float = 90.0) -> dict:
         "cuda_available": None,
         "error": (err or out or "").strip()[-300:] or f"exit {rc}",
     }
+
+
+# ----------------------------------------------------------------------------- process census
+# Every live process of rgt's runs on this box, recorded or not. A job process is known by the
+# RGT_RUN_DIR the runner put in its environment (inherited by everything it starts, torchrun's
+# workers in their own sessions included); a runner by the name it gives itself (RUNNER_COMM)
+# or by runner.pid + state.json in its run dir. /proc/PID/environ is the environment a process
+# was started with, readable for our own user's processes (and every process as root).
+
+RUNNER_COMM = "rgt-runner"  # the runner's /proc/PID/comm (prctl PR_SET_NAME, 15 bytes max)
+CENSUS_VERSION = 1
+CENSUS_ENV = ("RGT_RUN_DIR", "RGT_CKPT_DIR", "RGT_RUN_ID")
+
+
+def process_table() -> dict:
+    """{pid: {ppid, pgid, sid, start, state, comm}} of every process in /proc except zombies."""
+    table = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        close = data.rindex(b")")
+        fields = data[close + 2 :].split()
+        if fields[0] in (b"Z", b"X"):
+            continue
+        table[int(name)] = {
+            "ppid": int(fields[1]),
+            "pgid": int(fields[2]),
+            "sid": int(fields[3]),
+            "start": int(fields[19]),
+            "state": fields[0].decode("ascii", "replace"),
+            "comm": data[data.index(b"(") + 1 : close].decode("utf-8", "replace"),
+        }
+    return table
+
+
+def proc_environ(pid):
+    """The environment PID was started with, as {name: value}; None when it cannot be read."""
+    try:
+        with open(f"/proc/{int(pid)}/environ", "rb") as f:
+            data = f.read()
+    except (OSError, ValueError):
+        return None
+    env = {}
+    for item in data.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+    return env
+
+
+def proc_cmdline(pid) -> list:
+    try:
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
+            data = f.read()
+    except (OSError, ValueError):
+        return []
+    return [a.decode("utf-8", "surrogateescape") for a in data.split(b"\0") if a]
+
+
+def descendants(pid, table=None) -> list:
+    """Live pids below PID in the ppid tree (children, grandchildren, ...)."""
+    table = process_table() if table is None else table
+    children = {}
+    for child, info in table.items():
+        children.setdefault(info["ppid"], []).append(child)
+    found, todo = [], list(children.get(int(pid), ()))
+    while todo:
+        child = todo.pop()
+        if child not in found:
+            found.append(child)
+            todo.extend(children.get(child, ()))
+    return sorted(found)
+
+
+def rgt_processes(table=None):
+    """(processes, unreadable): every live process whose environment carries RGT_RUN_DIR (an
+    rgt job or a descendant of one) as [{pid, start, ppid, pgid, sid, comm, env: {RGT_RUN_DIR,
+    RGT_CKPT_DIR, RGT_RUN_ID}}], and how many live processes' environments could not be read
+    (another user's: rgt's jobs run as the user that started the runner)."""
+    table = process_table() if table is None else table
+    found = []
+    unreadable = 0
+    me = os.getpid()
+    for pid, info in table.items():
+        if pid == me:
+            continue
+        env = proc_environ(pid)
+        if env is None:
+            kernel_thread = pid == 2 or info["ppid"] == 2
+            unreadable += 0 if kernel_thread or not os.path.exists(f"/proc/{pid}") else 1
+            continue
+        if env.get("RGT_RUN_DIR"):
+            found.append(dict(info, pid=pid, env={k: env.get(k) for k in CENSUS_ENV}))
+    return found, unreadable
+
+
+def _under(path: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:
+        return False
+
+
+def _runner_run_dir(pid) -> str | None:
+    """The RUN_DIR argument of runner PID (``python3 runner.py RUN_DIR`` or ``python3 - RUN_DIR
+    [--detach]``), absolute."""
+    args = [a for a in proc_cmdline(pid)[1:] if a != "--detach"]
+    if not args:
+        return None
+    run_dir = args[-1]
+    if not os.path.isabs(run_dir):
+        try:
+            run_dir = os.path.join(os.readlink(f"/proc/{int(pid)}/cwd"), run_dir)
+        except OSError:
+            return None
+    return os.path.normpath(run_dir)
+
+
+def census(roots) -> dict:
+    """Every live runner and job process of the rgt runs under ROOTS (``<DATA_DIR>/rgt``),
+    grouped by run dir; see probe.py's docstring for the document's shape."""
+    roots = [os.path.normpath(os.path.abspath(r)) for r in roots]
+    real_roots = roots + [os.path.realpath(r) for r in roots]
+    procfs = os.path.isdir("/proc/self")
+    table = process_table() if procfs else {}
+    runs = {}
+
+    def entry(run_dir):
+        if run_dir not in runs:
+            runs[run_dir] = {"run_id": os.path.basename(run_dir), "runner_pid": None,
+                             "runner_pid_start": None, "runner_alive": False, "job_pids": [],
+                             "job_processes": [], "ckpt_dirs": [], "status": None}
+        return runs[run_dir]
+
+    def mine(path):
+        return any(_under(path, r) or _under(os.path.realpath(path), r) for r in real_roots)
+
+    runner_pids = set()
+    for pid, info in table.items():  # runners that named themselves
+        if info["comm"] == RUNNER_COMM and pid != os.getpid():
+            run_dir = _runner_run_dir(pid)
+            if run_dir and mine(run_dir):
+                e = entry(run_dir)
+                e.update(runner_pid=pid, runner_pid_start=info["start"], runner_alive=True)
+                runner_pids.add(pid)
+    for root in roots:  # runners recorded in runner.pid / state.json (any runner version)
+        try:
+            names = sorted(os.listdir(root))
+        except OSError:
+            continue
+        for name in names:
+            run_dir = os.path.join(root, name)
+            pid = int_or_none(read_text(os.path.join(run_dir, "runner.pid")))
+            state = read_json(os.path.join(run_dir, "state.json"))
+            state = state if isinstance(state, dict) else {}
+            start = state.get("runner_pid_start") if state.get("runner_pid") == pid else None
+            if not pid or pid in runner_pids or not pid_alive(pid, start):
+                continue
+            if procfs and run_dir not in proc_cmdline(pid) and \
+                    table.get(pid, {}).get("comm") != RUNNER_COMM:
+                continue  # a reused pid: some other program now
+            e = entry(run_dir)
+            e.update(runner_pid=pid, runner_pid_start=(table.get(pid) or {}).get("start"),
+                     runner_alive=True)
+            runner_pids.add(pid)
+    found, unreadable = rgt_processes(table) if procfs else ([], 0)
+    for proc in found:
+        run_dir = os.path.normpath(proc["env"]["RGT_RUN_DIR"])
+        if proc["pid"] in runner_pids or not mine(run_dir):
+            continue
+        e = entry(run_dir)
+        e["job_pids"].append(proc["pid"])
+        e["job_processes"].append({k: proc[k] for k in ("pid", "start", "ppid", "pgid", "comm")})
+        ckpt = proc["env"].get("RGT_CKPT_DIR")
+        if ckpt and ckpt not in e["ckpt_dirs"]:
+            e["ckpt_dirs"].append(ckpt)
+    for run_dir, e in runs.items():
+        e["job_pids"].sort()
+        e["job_processes"].sort(key=lambda p: p["pid"])
+        state = read_json(os.path.join(run_dir, "state.json"))
+        if isinstance(state, dict):
+            e["status"] = state.get("status")
+    return {
+        "census_version": CENSUS_VERSION,
+        "roots": roots,
+        "boot_id": boot_id(),
+        "procfs": procfs,
+        "complete": procfs,
+        "unreadable_environ": unreadable,
+        "runs": runs,
+    }

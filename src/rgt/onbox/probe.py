@@ -5,6 +5,7 @@ Usage (standard library only, Python >= 3.8; ship it on stdin or as a file):
 
     python3 probe.py RUN_DIR [--dirs D1 D2 ...] [--gpu-python PY] [--tail N] [--no-dmesg]
     python3 - RUN_DIR [...] < probe.py
+    python3 - --census RGT_ROOT [RGT_ROOT ...] < probe.py
 
 Prints one JSON document: the state.json content; whether the job process is alive (pid exists,
 its /proc start time equals ``pid_start``, not a zombie, same boot); whether the runner is alive;
@@ -18,6 +19,30 @@ and mtime; an ``nvidia-smi`` summary; the given Python's torch/CUDA view when ``
 sync-failed / vanished / starting. A log line is a claim; state.json is a claim too until the
 process agrees with it. For a vanished run it walks the U3 ladder: OOM kill → reboot → hang-up →
 manual kill / unknown, with the gotcha ids and what to do.
+
+``--census RGT_ROOT ...`` (each root a ``<DATA_DIR>/rgt``) lists every LIVE process of the rgt
+runs under those roots, recorded or not, and prints one JSON document (exit 0; 2 without a
+root)::
+
+    {"census_version": 1, "roots": ["/data/rgt"], "boot_id": "...",
+     "procfs": true,            # false: no /proc (a macOS local box): runners only, by pid file
+     "complete": true,          # every process was looked at (procfs)
+     "unreadable_environ": 0,   # live processes whose environment could not be read (others')
+     "runs": {"/data/rgt/r1": {
+         "run_id": "r1",                 # the run dir's name
+         "runner_pid": 123, "runner_pid_start": 456789, "runner_alive": true,
+         "job_pids": [130, 131, 140],    # every live process whose env has this RGT_RUN_DIR
+         "job_processes": [{"pid": 130, "start": 456801, "ppid": 123, "pgid": 130,
+                            "comm": "bash"}, ...],
+         "ckpt_dirs": ["/durable/rgt/jobs/mlp/ckpt"],   # RGT_CKPT_DIR seen in those envs
+         "status": "running"}}}         # state.json's status (a claim), null if unreadable
+
+A run appears only while a process of it lives: its runner (named ``rgt-runner`` in
+/proc/PID/comm, or the pid in RUN_DIR/runner.pid with the start time state.json recorded and
+RUN_DIR in its command line) or a job process (RGT_RUN_DIR in /proc/PID/environ; torchrun's
+workers in their own sessions included). ``start`` is /proc/PID/stat field 22 (clock ticks since
+boot): the same pid with another start is another process. A run with ``runner_alive`` false
+and job pids is an orphaned job: its runner died and its processes still run.
 """
 
 from __future__ import annotations
@@ -35,6 +60,7 @@ import time
 
 from rgt.onbox._common import (
     boot_id,
+    census,
     cgroup_facts,
     disk_facts,
     int_or_none,
@@ -727,6 +753,14 @@ def probe(run_dir: str, dirs=None, gpu_python=None, tail: int = 20, use_dmesg=Tr
 
 
 def main(argv=None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--census"]:
+        if len(args) < 2:
+            sys.stderr.write("usage: python3 probe.py --census RGT_ROOT [RGT_ROOT ...]\n")
+            return 2
+        json.dump(census(args[1:]), sys.stdout, indent=1, sort_keys=True)
+        sys.stdout.write("\n")
+        return 0
     parser = argparse.ArgumentParser(prog="probe.py", description="rgt on-box run probe")
     parser.add_argument("run_dir")
     parser.add_argument(
@@ -735,7 +769,7 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu-python", default=None, help="report torch/CUDA as seen by this PY")
     parser.add_argument("--tail", type=int, default=20, help="log lines to return")
     parser.add_argument("--no-dmesg", action="store_true", help="skip the kernel log")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args)
     report = probe(args.run_dir, args.dirs, args.gpu_python, args.tail, not args.no_dmesg)
     json.dump(report, sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
