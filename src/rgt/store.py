@@ -67,7 +67,8 @@ CREATE TABLE IF NOT EXISTS evidence (
 # Run statuses: a run is live until the probe (or the scheduler) says it has ended. "paused":
 # its machine cannot run it now (a preempted vast.ai instance); "resuming": the machine is back
 # and its restart hook is relaunching the run. Neither has ended: `watch --until-done` waits.
-LIVE = ("starting", "running", "paused", "resuming")
+# "launching": recorded by `rgt run` before anything starts on the box (rgt.lifecycle.intent).
+LIVE = ("launching", "starting", "running", "paused", "resuming")
 TERMINAL = ("succeeded", "failed", "sync-failed", "vanished", "preempted", "cancelled",
             "stopped")
 
@@ -269,6 +270,10 @@ class Store:
         fields["updated"] = time.time()
         sets = ", ".join(f"{key}=?" for key in fields)
         self.db.execute(f"UPDATE runs SET {sets} WHERE id=?", (*fields.values(), run_id))
+
+    def forget_run(self, run_id: str) -> None:
+        """Drop a run's row: only for a run that never started (rgt.lifecycle.intent)."""
+        self.db.execute("DELETE FROM runs WHERE id=?", (run_id,))
 
     # events and evidence ---------------------------------------------------------------
 

@@ -114,6 +114,7 @@ def iron_law(run_id: str, status: str, *, reachable: bool, ended: Any = None,
     row   reachable  status                 evidence (latest pull-verified)        verdict
     ====  =========  =====================  =====================================  ===========
     0     yes        starting, never began  any                                    unstarted
+                     (or a "launching" record whose `rgt run` died before the start)
     1     yes        live                   any                                    live
     2     no         live (end never seen)  any                                    unverified
     3     any        terminal               any, a later attempt resumed it        superseded
@@ -128,7 +129,7 @@ def iron_law(run_id: str, status: str, *, reachable: bool, ended: Any = None,
     Anything refused is passed only by ``--discard-results`` with the box name typed.
     """
     pull = pull_hint or f"rgt pull {run_id}"
-    if status == "starting" and reachable and never_started:  # row 0
+    if status in ("starting", "unstarted") and reachable and never_started:  # row 0
         return "unstarted", f"{run_id} never started: there are no results to lose"
     if status in LIVE:
         if reachable:

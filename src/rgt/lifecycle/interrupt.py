@@ -67,11 +67,14 @@ def explained(message: Callable[[], str]) -> Iterator[None]:
 
 
 def launch_interrupted(platform, box: Box, run_dir: str, run_id: str, *,
-                       record: Callable[[], object], spec_file: str = "JOB.yaml"
-                       ) -> Interrupted:
+                       record: Callable[[], object], forget: Callable[[], object],
+                       spec_file: str = "JOB.yaml") -> Interrupted:
     """After a Ctrl-C during `rgt run`: ask the box whether the job started (the runner writes
-    RUN_DIR/state.json at once). Started: `record()` stores the run. Not started: RUN_DIR, all
-    of it made by this launch, is removed from the box. Returns the exception to raise."""
+    RUN_DIR/state.json at once). Started: `record()` marks the run started. Not started:
+    RUN_DIR, all of it made by this launch, is removed from the box and `forget()` drops the
+    record `rgt run` made before the start. Where that cannot be told (no answer, a scheduler's
+    submission, a removal that failed) the record stays "launching" for the next verb to
+    settle (rgt.lifecycle.intent). Returns the exception to raise."""
     scheduled = hasattr(platform, "dependency_on")  # sbatch and friends: cannot ask by name
     quoted = shlex.quote(run_dir)
     with shielded():
@@ -94,11 +97,13 @@ def launch_interrupted(platform, box: Box, run_dir: str, run_id: str, *,
         except UserError as err:
             return Interrupted(
                 f"interrupted (Ctrl-C) while starting run {run_id} on {box.name}, and the box "
-                f"did not answer afterwards ({err}); nothing was recorded. When it answers, "
-                f"look for {run_dir} there: with a state.json the run started (rgt does not "
-                f"know it: cancel it by hand), else remove it")
+                f"did not answer afterwards ({err}); the run stays recorded as launching, and "
+                f"once the box answers `rgt watch {box.name} {run_id}` settles it (adopts "
+                "it if it started, else removes the partial push and the record)")
         if found == "started":
             record()
+        elif found == "none" or (found == "partial" and not scheduled):
+            forget()
     again = f"`rgt run {box.name} {spec_file}` starts it again"
     if found == "started":
         return Interrupted(
@@ -109,12 +114,12 @@ def launch_interrupted(platform, box: Box, run_dir: str, run_id: str, *,
         return Interrupted(
             f"interrupted (Ctrl-C) while submitting run {run_id} on {box.name}: the scheduler "
             f"may have it; look for it in its queue (squeue --me), cancel it if it is there, "
-            f"then remove {run_dir}; nothing was recorded. {again}")
+            f"then remove {run_dir}; it stays recorded as launching until then. {again}")
     if found == "stuck":
         return Interrupted(
-            f"interrupted (Ctrl-C) before run {run_id} started on {box.name}; nothing runs "
-            f"and nothing was recorded, but removing the partial push {run_dir} failed: "
-            f"remove it by hand. {again}")
+            f"interrupted (Ctrl-C) before run {run_id} started on {box.name}; nothing runs, "
+            f"but removing the partial push {run_dir} failed: remove it by hand (the run "
+            f"stays recorded as launching until then). {again}")
     done = f"the partial push {run_dir} was removed" if found == "partial" else \
         "nothing had reached it yet"
     return Interrupted(f"interrupted (Ctrl-C) before run {run_id} started on {box.name}: "

@@ -13,9 +13,7 @@ picks up an earlier attempt's checkpoints records that attempt (`resumes`): atte
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import secrets
 import shlex
 import time
@@ -23,7 +21,7 @@ from dataclasses import dataclass
 
 from rgt.errors import UserError
 from rgt.hostos import exclusive_lock
-from rgt.lifecycle import interrupt
+from rgt.lifecycle import intent, interrupt
 from rgt.lifecycle.pushlist import push_excludes
 from rgt.lifecycle.ship import ship_library
 from rgt.lifecycle.watch import refresh
@@ -33,7 +31,7 @@ from rgt.profiles import Profile, load_profile
 from rgt.remote.calls import write_file
 from rgt.remote.layout import Layout
 from rgt.spec import JobSpec, drop_torch_installs
-from rgt.store import LIVE, Box, Run, Store, rgt_home
+from rgt.store import LIVE, Box, Run, Store
 from rgt.transport import Transport
 
 
@@ -117,19 +115,12 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
     secret_bytes = secret_values(spec)
     # One `rgt run` per (box, job) at a time: the check that no run is live and the record of
     # the new one happen under the lock, so two launches racing cannot both pass the check.
-    with exclusive_lock(launch_lock_path(box.name, spec.name),
+    with exclusive_lock(intent.launch_lock_path(box.name, spec.name),
                         f"another `rgt run` of job {spec.name!r} on {box.name} is starting "
                         "right now; wait for it, then `rgt watch` its run"):
         return _launch_locked(store, box, spec, profile, platform, dependency,
                               notes, setup, secret_bytes, progress=progress, fresh=fresh,
                               resumes=resumes, code_from=code_from, streams=streams)
-
-
-def launch_lock_path(box: str, job: str) -> str:
-    """RGT_HOME/locks/run-<box>-<job>-<digest>.lock (the digest keeps odd job names apart)."""
-    digest = hashlib.sha256(f"{box}\0{job}".encode()).hexdigest()[:12]
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{box}-{job}")[:80]
-    return str(rgt_home() / "locks" / f"run-{safe}-{digest}.lock")
 
 
 def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, platform: Platform,
@@ -139,6 +130,7 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
     run_id = new_run_id(spec.name)
     layout = Layout.of(box, run_id, spec)
     spec = spec.model_copy(update={"setup": setup})
+
     def record(detach: str, status: str, extra: dict) -> Run:
         now = time.time()
         chain = {"ckpt_home": layout.ckpt, "resumes": resumes.id if resumes else None,
@@ -147,7 +139,10 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
                   spec={**spec.model_dump(mode="json"), "durable_run_dir": layout.durable_run_dir,
                         "detach": detach, **chain, **extra},
                   status=status, exit_code=None, created=now, updated=now)
-        store.add_run(run)
+        if store.find_run(run_id) is None:
+            store.add_run(run)
+        else:
+            store.update_run(run_id, spec=run.spec, status=status)
         store.record("run", {"detach": detach, "status": run.status, "notes": notes, **chain},
                      box=box.name, run=run_id)
         return run
@@ -156,12 +151,17 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
     if streams:
         transport.streams = streams
     pushing = False  # from here until the platform has the job, RUN_DIR is only ours
+    run = None
     try:
         refuse_second_launch(store, box, spec, transport)
         home = prepare_home(transport, layout.ckpt, fresh=fresh)
         notes += home.notes
         if resumes is None and home.files and not spec.grid:
             resumes = unfinished_attempt(store, box, spec.name)
+        # On the record before anything starts: a laptop killed from here on leaves a
+        # "launching" run that the next verb settles (rgt.lifecycle.intent), never a live job
+        # nobody knows about.
+        run = record("pending (rgt run is starting it)", intent.LAUNCHING, {})
         pushing = True
         if code_from is not None:
             copy_code(transport, code_from, layout)
@@ -178,16 +178,40 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
         # Ctrl-C: a run that started is recorded, a half-made one leaves nothing on the box
         raise interrupt.launch_interrupted(
             platform, box, layout.run_dir, run_id,
-            record=lambda: record("unknown (Ctrl-C during the start)", "starting", {})
+            record=lambda: record("unknown (Ctrl-C during the start)", "starting", {}),
+            forget=lambda: run and intent.forget(store, run, "Ctrl-C before the job started"),
         ) from None
     except UserError:
-        if pushing:  # a push that failed half-way (a full disk …): no orphan dir on the box
-            interrupt.remove_partial(platform, box, layout.run_dir)
+        if run is not None and not pushing:
+            # refused or failed after the record, before or after the start: the box decides
+            settle_failed_launch(store, box, run, platform)
+        elif pushing and interrupt.remove_partial(platform, box, layout.run_dir):
+            intent.forget(store, run, "the push failed; its partial copy was removed")
         raise
     finally:
         transport.close()
     run = record(detach, status, extra)
     return run, notes
+
+
+def settle_failed_launch(store: Store, box: Box, run: Run, platform: Platform) -> None:
+    """The platform's start failed (or was refused) after the run was recorded: forget the
+    run if nothing of it runs on the box, keep it (adopted) if the runner did start."""
+    if hasattr(platform, "dependency_on"):  # a scheduler refused the submission: no job
+        intent.forget(store, run, "the scheduler refused the submission")
+        return
+    transport = None
+    try:
+        transport = platform.connect(box)
+        if intent.what_started(transport, run.remote_dir) == "started":
+            return  # the record stays "launching"; the next refresh adopts it
+        intent.remove_run_dir(transport, run.remote_dir)
+    except UserError:
+        return  # the box does not answer: the record stays for the next verb to settle
+    finally:
+        if transport is not None:
+            transport.close()
+    intent.forget(store, run, "the start failed before the job ran")
 
 
 @dataclass

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from rgt.errors import UserError
+from rgt.lifecycle import intent
 from rgt.platforms import platform_for
 from rgt.remote.summary import summarize
 from rgt.store import TERMINAL, Box, Run, Store
@@ -55,6 +56,11 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
         own = transport is None
         transport = transport or platform.connect(box)
         try:
+            if run.status == intent.LAUNCHING:  # recorded before the start: did it start?
+                settled = intent.settle(store, box, run, transport,
+                                        scheduled=hasattr(platform, "dependency_on"))
+                if settled is not None:
+                    return settled
             summary = platform.state(store, box, run, transport)
         finally:
             if own:
