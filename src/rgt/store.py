@@ -6,17 +6,20 @@ did and what it measured, so `ls`, `watch` and `down` decide from evidence, not 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sqlite3
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from platformdirs import user_data_dir
 
+from rgt import store_backup
 from rgt.errors import UserError, did_you_mean
 
 SCHEMA = """
@@ -135,26 +138,63 @@ def _store_error(err: sqlite3.OperationalError, path: Path) -> Exception:
 
 class _Connection(sqlite3.Connection):
     """Every statement of the store goes through here, so a full disk (SQLite's atomic
-    writes leave the file as it was) is one clear error, not a sqlite traceback."""
+    writes leave the file as it was) is one clear error, not a sqlite traceback, and a damaged
+    file met by a query is restored from its backup (rgt.store_backup) and named."""
 
     store_path: Path = Path("state.db")
 
     def execute(self, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
+        cursor = self.cursor(_Cursor)  # its rows are read later: those reads are guarded too
         try:
-            return super().execute(*args)
-        except sqlite3.OperationalError as err:
-            raise _store_error(err, self.store_path) from None
+            return cursor.execute(*args)
+        except sqlite3.DatabaseError as err:
+            raise self.failure(err) from None
 
     def executescript(self, script: str) -> sqlite3.Cursor:  # type: ignore[override]
         try:
             return super().executescript(script)
-        except sqlite3.OperationalError as err:
-            raise _store_error(err, self.store_path) from None
+        except sqlite3.DatabaseError as err:
+            raise self.failure(err) from None
+
+    def failure(self, err: sqlite3.DatabaseError) -> Exception:
+        if isinstance(err, sqlite3.OperationalError):
+            return _store_error(err, self.store_path)
+        if type(err) is sqlite3.DatabaseError:  # SQLITE_CORRUPT, SQLITE_NOTADB: the file
+            return store_backup.recover_midway(self, self.store_path, err)
+        return err  # a constraint or a misuse: rgt's own bug, kept as it is
+
+
+class _Cursor(sqlite3.Cursor):
+    """Rows are read from the file as they are fetched: damage can surface there too."""
+
+    def fetchone(self) -> Any:
+        try:
+            return super().fetchone()
+        except sqlite3.DatabaseError as err:
+            raise self.connection.failure(err) from None
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return super().fetchall()
+        except sqlite3.DatabaseError as err:
+            raise self.connection.failure(err) from None
+
+    def __next__(self) -> Any:
+        try:
+            return super().__next__()
+        except sqlite3.DatabaseError as err:
+            raise self.connection.failure(err) from None
 
 
 class Store:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or rgt_home() / "state.db"
+        self._batch = 0  # > 0 inside `batch()`: one backup at its end, not one per write
+        try:
+            store_backup.check_at_open(self.path)  # missing/empty/damaged: restored or named
+        except OSError as err:
+            raise StoreFull(f"cannot read or restore rgt's state in {self.path.parent} "
+                            f"({err}): free space there, or point RGT_HOME elsewhere") from None
         try:
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None,
                                       factory=_Connection)
@@ -164,6 +204,40 @@ class Store:
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(SCHEMA)
+        # a new store, or one from before backups: start its backup. Nothing changed yet, so
+        # damage found here is named at once (there is no backup to restore)
+        if not store_backup.backup_of(self.path).exists() and (
+                damage := store_backup.take_backup(self.db, self.path)) is not None:
+            raise self.db.failure(sqlite3.DatabaseError(damage))
+
+    # backup ----------------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        """A box, a run, evidence or a teardown changed: refresh the backup (rgt.store_backup),
+        which is what a damaged store is restored from. Events alone do not: they are history,
+        written every few seconds by `watch`."""
+        if self._batch == 0 and (damage := store_backup.take_backup(self.db, self.path)):
+            store_backup.damaged_since_backup(self.path, damage)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Several changes in one transaction (all or none) and one backup after them."""
+        self._batch += 1
+        try:
+            if self._batch == 1:
+                self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                if self._batch == 1:
+                    with contextlib.suppress(sqlite3.Error):  # gone with a restored store
+                        self.db.execute("ROLLBACK")
+                raise
+            if self._batch == 1:
+                self.db.execute("COMMIT")
+        finally:
+            self._batch -= 1
+        self._changed()
 
     # boxes -----------------------------------------------------------------------------
 
@@ -178,6 +252,7 @@ class Store:
             (box.name, box.profile, json.dumps(box.connection), box.data_dir, box.durable_dir,
              box.rate, box.state, box.created, box.down_at, json.dumps(box.extra)),
         )
+        self._changed()
 
     def find_box(self, name: str) -> Box | None:
         row = self.db.execute("SELECT * FROM boxes WHERE name=?", (name,)).fetchone()
@@ -202,6 +277,7 @@ class Store:
                 fields[key] = json.dumps(fields[key])
         sets = ", ".join(f"{key}=?" for key in fields)
         self.db.execute(f"UPDATE boxes SET {sets} WHERE name=?", (*fields.values(), name))
+        self._changed()
 
     # runs ------------------------------------------------------------------------------
 
@@ -211,6 +287,7 @@ class Store:
             (run.id, run.box, run.job, run.remote_dir, json.dumps(run.spec), run.status,
              run.exit_code, run.created, run.updated),
         )
+        self._changed()
 
     def runs(self, box: str) -> list[Run]:
         """The runs of the box now registered under this name. A reused name is a new box
@@ -270,10 +347,12 @@ class Store:
         fields["updated"] = time.time()
         sets = ", ".join(f"{key}=?" for key in fields)
         self.db.execute(f"UPDATE runs SET {sets} WHERE id=?", (*fields.values(), run_id))
+        self._changed()
 
     def forget_run(self, run_id: str) -> None:
         """Drop a run's row: only for a run that never started (rgt.lifecycle.intent)."""
         self.db.execute("DELETE FROM runs WHERE id=?", (run_id,))
+        self._changed()
 
     # events and evidence ---------------------------------------------------------------
 
@@ -298,6 +377,7 @@ class Store:
         self.db.execute(
             "INSERT INTO evidence (at, box, run, kind, ok, detail) VALUES (?,?,?,?,?,?)",
             (time.time(), box, run, kind, int(ok), json.dumps(detail, default=str)))
+        self._changed()
 
     def latest_evidence(self, kind: str, box: str, run: str | None = None) -> Evidence | None:
         row = self.db.execute(
