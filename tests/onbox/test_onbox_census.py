@@ -7,8 +7,10 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
 
-from onbox_helpers import feed, read_state, wait_for, wait_log, wait_status
+from onbox_helpers import feed, read_state, shipped, wait_for, wait_log, wait_status
 
 from rgt.onbox import _common
 
@@ -61,6 +63,13 @@ def test_census_finds_runner_job_and_escaped_process_then_the_orphan(make_run, l
         run = census(run_dir.parent)["runs"][str(run_dir)]
         assert run["runner_alive"] is False and run["runner_pid"] is None
         assert run["job_pids"] == [escaped]
+
+        # rgt cancel's stop.py ends it though neither the runner nor the group is left
+        out = feed("stop", str(run_dir / "state.json"), "5")
+        assert out.returncode == 0, out.stderr
+        report = json.loads(out.stdout)
+        assert f"SIGTERM to pid {escaped}" in report["sent"] and report["left"] == []
+        assert not _common.pid_alive(escaped)
     finally:
         with contextlib.suppress(OSError):
             os.kill(escaped, signal.SIGKILL)
@@ -71,3 +80,43 @@ def test_census_finds_runner_job_and_escaped_process_then_the_orphan(make_run, l
 def test_census_needs_a_root():
     out = feed("probe", "--census")
     assert out.returncode == 2 and "usage" in out.stderr
+
+
+def start_refused(run_dir):
+    """Run the shipped runner in the foreground; its refusal (exit 3, JSON on stderr)."""
+    out = subprocess.run([sys.executable, str(shipped("runner", run_dir)), str(run_dir)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 3, (out.returncode, out.stderr)
+    return json.loads(out.stderr)["reason"]
+
+
+def test_no_second_run_of_a_job_while_any_process_of_another_lives(make_run, launcher,
+                                                                   tmp_path):
+    """Per run dir and per job (one checkpoint home): refused while the other's runner holds
+    the job lock, and still refused once that runner is dead but a job process lives on."""
+    home = tmp_path / "durable" / "jobs" / "mlp" / "ckpt"
+    first = make_run(ESCAPING_JOB, env={"RGT_CKPT_DIR": str(home)})
+    second = make_run('print("second ran")\n', run_id="r2", env={"RGT_CKPT_DIR": str(home)})
+    proc = launcher.start(first)
+    running = wait_status(first, "running")
+    wait_log(first, "ready")
+    escaped = int((first / "code" / "escaped.pid").read_text())
+    try:
+        reason = start_refused(second)
+        assert "another run of this job is live" in reason and str(first) in reason
+        assert str(home) in reason and not (home / ".rgt-job.lock").exists()  # beside, not in
+
+        os.kill(proc.pid, signal.SIGKILL)  # its lock goes with it; its escaped child does not
+        proc.wait(timeout=10)
+        os.killpg(running["pgid"], signal.SIGKILL)
+        wait_for(lambda: not _common.pid_alive(running["pid"]), 10, what="job group gone")
+        reason = start_refused(second)
+        assert f"{first}: pids {escaped}" in reason
+        reason = start_refused(first)  # a relaunch of the first run itself
+        assert "earlier launch of this run still live" in reason and str(escaped) in reason
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(escaped, signal.SIGKILL)
+    wait_for(lambda: not _common.pid_alive(escaped), 10, what="escaped process gone")
+    launcher.start(second)
+    assert wait_status(second, ("succeeded", "failed"))["status"] == "succeeded"

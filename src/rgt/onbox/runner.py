@@ -30,8 +30,18 @@ What the runner does, and why:
 - SIGTERM/SIGINT/SIGUSR1 sent to the runner are forwarded to the job's process group, so a
   preemption notice reaches the trainer; the job shell traps them and waits, so the trainer's own
   exit code (85 = checkpointed and preempted) is what gets recorded.
-- processes left in the job's group after the leader exits are terminated (orphans that hold a
-  CUDA context are U11).
+- the runner owns the job's whole process tree: it names itself ``rgt-runner`` and is a child
+  subreaper (prctl, Linux >= 3.4; said in the log where unavailable), so a descendant orphaned
+  by its parent's death (torchrun's workers, which live in sessions of their own, when the agent
+  dies) stays below it. Once the job's leader exits (or a stop was forwarded and its grace is
+  over) every process below the runner or with this RGT_RUN_DIR in its environment gets
+  SIGTERM, then SIGKILL; adopted zombies are reaped. ``leftovers`` in state.json is how many had
+  to be ended (orphans that hold a CUDA context are U11), ``survivors`` those that outlived
+  SIGKILL; ``recover:`` never restarts while one lives.
+- one live run per RUN_DIR and per job: a launch is refused while any process with this
+  RGT_RUN_DIR lives (an earlier launch whose runner died), while another runner holds the job
+  lock ``.<home>.rgt-job.lock`` beside the job's checkpoint home (``env.RGT_CKPT_DIR``), or
+  while a job process of another run dir with the same RGT_CKPT_DIR lives.
 - on exit 0 the declared outputs are copied to ``durable_dir`` and every copy is re-read and
   sha256-compared; success is claimed only when that verification passes (U33). A full disk or
   inode cap (ENOSPC/EDQUOT) yields status ``sync-failed`` with the errno, the path and the AD4/U7
@@ -44,12 +54,14 @@ What the runner does, and why:
   checkpoint.
 
 Runner exit code: 0 succeeded; the job's exit code when it failed (128+N when killed by signal
-N); 75 sync-failed; 3 launch refused (this run is already live); 70 runner error.
+N); 75 sync-failed; 3 launch refused (this run or another run of its job is live: JSON
+``{"refused": true, "run_dir": ..., "reason": ...}`` on stderr); 70 runner error.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import hashlib
@@ -67,15 +79,19 @@ import traceback
 
 from rgt.onbox._common import (
     HASH_BUF_SIZE,
+    RUNNER_COMM,
     boot_id,
     cgroup_facts,
+    descendants,
     disk_facts,
     fsync_dir,
     match_outputs,
     pid_alive,
     proc_stat_fields,
+    process_table,
     read_json,
     read_text,
+    rgt_processes,
     sha256_file,
     write_json_atomic,
 )
@@ -122,6 +138,69 @@ def still_live(state: dict):
             "stop it first"
         )
     return None
+
+
+PR_SET_NAME = 15
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> str | None:
+    """Name this process RUNNER_COMM (the census finds runners by it) and make it the child
+    subreaper of its descendants: a process of the job orphaned by its parent's death (torchrun's
+    workers when the agent dies) is re-parented to the runner, not to init, so it stays in the
+    runner's ppid tree. Returns why not, or None when both took effect (Linux >= 3.4)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError) as exc:
+        return f"no prctl on this system ({exc})"
+    prctl(PR_SET_NAME, RUNNER_COMM.encode(), 0, 0, 0)
+    if prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        return f"prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(ctypes.get_errno())}"
+    return None
+
+
+def run_processes(run_dir: str, runner_pid: int | None = None) -> dict:
+    """{pid: start time} of every live process of the run in RUN_DIR: whatever is below
+    RUNNER_PID in the ppid tree, and every process whose environment has RGT_RUN_DIR=RUN_DIR
+    (what left the tree before the subreaper took it, or a job whose runner is gone)."""
+    table = process_table()
+    pids = set(descendants(runner_pid, table)) if runner_pid else set()
+    for proc in rgt_processes(table)[0]:
+        if os.path.normpath(proc["env"]["RGT_RUN_DIR"]) == run_dir:
+            pids.add(proc["pid"])
+    pids.discard(os.getpid())
+    return {pid: table[pid]["start"] for pid in pids if pid in table}
+
+
+def job_home_processes(ckpt_dir: str, run_dir: str) -> dict:
+    """{run dir: [pids]} of live job processes of OTHER run dirs that share the checkpoint home
+    CKPT_DIR (RGT_CKPT_DIR in their environment): another run of the same job."""
+    found = {}
+    home = os.path.normpath(ckpt_dir)
+    for proc in rgt_processes()[0]:
+        other = os.path.normpath(proc["env"]["RGT_RUN_DIR"])
+        ckpt = proc["env"].get("RGT_CKPT_DIR")
+        if other != run_dir and ckpt and os.path.normpath(ckpt) == home:
+            found.setdefault(other, []).append(proc["pid"])
+    return found
+
+
+def reap_adopted(skip=()) -> None:
+    """Collect the exit status of orphans the subreaper adopted (zombies whose parent is now this
+    runner), never the job leader's: Popen.wait must get that one."""
+    me = os.getpid()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return
+    for name in names:
+        if not name.isdigit() or int(name) in skip:
+            continue
+        fields = proc_stat_fields(name)
+        if fields and fields[0] == b"Z" and int(fields[1]) == me:
+            with contextlib.suppress(OSError):
+                os.waitpid(int(name), os.WNOHANG)
 
 
 def group_members(pgid: int) -> list:
@@ -417,6 +496,8 @@ class Runner:
         self.stop = threading.Event()
         self.save_error = None
         self.previous = {}
+        self.job_lock_fd = None
+        self.notes = []  # said in the log once it is open
         self._seen_path = os.path.join(self.run_dir, SEEN_FILE)
 
     # -- state + log
@@ -441,6 +522,8 @@ class Runner:
 
     def _heartbeat(self, interval: float) -> None:
         while not self.stop.wait(interval):
+            proc = self.proc
+            reap_adopted(skip=(proc.pid,) if proc is not None else ())
             self.save(heartbeat=now())
 
     # -- launch guard
@@ -457,7 +540,55 @@ class Runner:
         reason = still_live(previous)
         if reason:
             raise Refused(reason)
+        earlier = run_processes(self.run_dir)  # escaped the last runner, or it left no record
+        if earlier:
+            raise Refused(
+                f"processes of an earlier launch of this run still live (pids "
+                f"{', '.join(map(str, sorted(earlier)))}, RGT_RUN_DIR={self.run_dir}); stop them "
+                "first (rgt cancel), a second trainer would share its checkpoints"
+            )
         self.previous = previous
+        spec = read_json(os.path.join(self.run_dir, "run.json"))
+        env = spec.get("env") if isinstance(spec, dict) else None
+        home = env.get("RGT_CKPT_DIR") if isinstance(env, dict) else None
+        if home:
+            self._lock_job(os.path.normpath(str(home)))
+
+    def _lock_job(self, home: str) -> None:
+        """One live run per job: every run of a job shares its checkpoint home, and two
+        trainers writing one home corrupt each other's resume. An flock beside the home (not in
+        it: the home is pulled) held for the runner's life, plus a look for job processes of
+        other run dirs with this RGT_CKPT_DIR (their runner may be dead, its lock released)."""
+        lock = os.path.join(os.path.dirname(home), f".{os.path.basename(home)}.rgt-job.lock")
+        try:
+            os.makedirs(os.path.dirname(lock), exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            self.notes.append(f"cannot open the job lock {lock} ({exc.strerror}); only live "
+                              "processes of other runs of this job are looked for")
+            fd = None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = read_text(lock) or "another runner"
+                os.close(fd)
+                raise Refused(
+                    f"another run of this job is live ({holder} holds {lock}; checkpoint home "
+                    f"{home}); stop it first (rgt cancel) or wait for it to end"
+                ) from None
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.write(fd, f"run {self.run_dir} (runner pid {os.getpid()})\n".encode())
+            self.job_lock_fd = fd
+        others = job_home_processes(home, self.run_dir)
+        if others:
+            named = "; ".join(f"{d}: pids {', '.join(map(str, sorted(p)))}"
+                              for d, p in sorted(others.items()))
+            raise Refused(
+                f"processes of another run of this job still live ({named}); they share its "
+                f"checkpoint home {home}: stop them first (rgt cancel)"
+            )
 
     # -- signals
 
@@ -485,9 +616,15 @@ class Runner:
             "sighup_ignored": signal.getsignal(signal.SIGHUP) == signal.SIG_IGN,
         }
         signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a hang-up must not end a detached run
+        no_subreaper = become_subreaper()
         self._acquire()
         write_json_atomic(os.path.join(self.run_dir, "runner.pid"), os.getpid())
         self.log_fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if no_subreaper:
+            self.log(f"child subreaper unavailable: {no_subreaper}; processes that leave the "
+                     "job's tree are still found by RGT_RUN_DIR in their environment")
+        for note in self.notes:
+            self.log(note)
 
         spec = read_json(os.path.join(self.run_dir, "run.json"))
         heartbeat_s = 10.0
@@ -622,7 +759,7 @@ class Runner:
                     os.killpg(pid, self.pending.pop(0))
 
             returncode = self.proc.wait()
-            leftovers = self._reap_group(pid, float(spec.get("kill_grace_s") or 10))
+            leftovers, survivors = self._end_tree(float(spec.get("kill_grace_s") or 10))
             if returncode < 0:
                 signum = -returncode
                 exit_code, sig_name = 128 + signum, signal.Signals(signum).name
@@ -631,6 +768,10 @@ class Runner:
             # a stop is a signal the runner forwarded or one sent to the job's group directly
             asked = bool(self.received) or bool(read_text(self._seen_path))
             cause = restart_cause(exit_code, recover, len(restarts), asked)
+            if cause is not None and survivors:
+                self.log(f"!! not restarting: processes of this attempt survive (pids "
+                         f"{', '.join(map(str, survivors))}); two trainers would share a home")
+                cause = None
             if cause is None:
                 break
             delay = restart_delay(recover, len(restarts))
@@ -650,7 +791,8 @@ class Runner:
                 break  # a stop arrived during the pause: record the last attempt's end
             self.proc = None
         status = "succeeded" if exit_code == 0 else "failed"
-        changes = {"exit_code": exit_code, "signal": sig_name, "leftovers": leftovers}
+        changes = {"exit_code": exit_code, "signal": sig_name, "leftovers": leftovers,
+                   "survivors": survivors}
         stop = stop_signal(self.received, read_text(self._seen_path) or "", exit_code)
         if stop:
             # asked to stop, and it did: its outputs are not expected (no sync), its
@@ -704,31 +846,44 @@ class Runner:
         self.log(f"the job's python and python3 are {python} ({bin_dir} first on PATH)")
         return prepend_path(bin_dir, path)
 
-    def _reap_group(self, pgid: int, grace: float) -> int:
-        """Terminate what is left of the job's process group once its leader has exited."""
-        members = group_members(pgid)
-        if not members:
-            return 0
-        if self.received:  # a forwarded signal: let the stragglers finish their checkpoint
-            deadline = time.time() + grace
-            while members and time.time() < deadline:
-                time.sleep(0.1)
-                members = group_members(pgid)
-        count = len(members)
-        if not members:
-            return 0
-        self.log(f"terminating {count} leftover process(es) of the job's group (U11)")
+    def _end_tree(self, grace: float):
+        """Once the job's leader has exited, end every process of the run still alive: below
+        the runner (the subreaper adopts orphans), or carrying this RGT_RUN_DIR. SIGTERM, SIGKILL
+        after a grace. Returns (how many were alive, pids that outlived SIGKILL)."""
+        def live():
+            reap_adopted()
+            return run_processes(self.run_dir, os.getpid())
+
+        left = live()
+        # what the signal that ended the leader also hit (a kill of the whole group) may take a
+        # moment to exit: a process that goes by itself is no leftover
+        settle = time.time() + (grace if self.received else 0.5)
+        while left and time.time() < settle:  # a forwarded stop: let them finish checkpointing
+            time.sleep(0.05)
+            left = live()
+        if not left:
+            return 0, []
+        seen = dict(left)
+        self.log(f"terminating {len(left)} leftover process(es) of the job (pids "
+                 f"{', '.join(map(str, sorted(left)))}; U11)")
         for sig, wait in ((signal.SIGTERM, min(grace, 5.0)), (signal.SIGKILL, 2.0)):
-            try:
-                os.killpg(pgid, sig)
-            except OSError:
-                return count
+            sent = set()
             deadline = time.time() + wait
-            while time.time() < deadline:
-                if not group_members(pgid):
-                    return count
-                time.sleep(0.1)
-        return count
+            while left and time.time() < deadline:
+                for pid, start in left.items():
+                    if (pid, start) not in sent and pid_alive(pid, start):
+                        with contextlib.suppress(OSError):
+                            os.kill(pid, sig)
+                        sent.add((pid, start))
+                time.sleep(0.05)
+                left = live()
+                seen.update(left)  # one started meanwhile (an agent restarting its workers)
+            if not left:
+                break
+        if left:
+            self.log(f"!! {len(left)} process(es) of the job outlived SIGKILL (pids "
+                     f"{', '.join(map(str, sorted(left)))}): uninterruptible, or not ours to kill")
+        return len(seen), sorted(left)
 
 
 # ----------------------------------------------------------------------------- entry points
