@@ -12,9 +12,11 @@ import typer
 from rich.text import Text
 
 from rgt import hostos
+from rgt.boxread import BoxGarbage
 from rgt.cli.console import err_console
 from rgt.cli.verbs import LazyVerbs
 from rgt.errors import UserError
+from rgt.textsafe import terminal_text
 
 app = typer.Typer(
     name="rgt",
@@ -50,7 +52,7 @@ def main() -> None:
         hostos.check_supported()  # native Windows: one line saying to use WSL, for every verb
         app()
     except UserError as err:
-        _say(str(err))
+        _say(_verb_named(str(err)) if isinstance(err, BoxGarbage) else str(err))
         sys.exit(err.exit_code)
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -63,6 +65,15 @@ def main() -> None:
 
 
 def _say(message: str) -> None:
-    # A Text, not markup: messages carry rsync's "[sender=3.2.7]", paths, box output.
-    err_console.print(Text.assemble(("error:", "bold red"), " ", message),
+    # A Text, not markup: messages carry rsync's "[sender=3.2.7]", paths, box output, which
+    # may hold terminal escapes too (the one sanitiser shows them escaped).
+    err_console.print(Text.assemble(("error:", "bold red"), " ",
+                                    terminal_text(message, lines=True)),
                       highlight=False, soft_wrap=True)
+
+
+def _verb_named(message: str) -> str:
+    """A garbage answer's line, saying which verb asked: `rgt watch: box b: …`."""
+    words = [w for w in sys.argv[1:3] if not w.startswith("-")]
+    verb = " ".join(words[:2]) if words[:1] == ["ckpt"] else " ".join(words[:1])
+    return f"rgt {verb}: {message}" if verb else message

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from rgt.cli import app
-from rgt.cli.console import console, duration, print_json
+from rgt.cli.console import console, duration, escape, print_json
 from rgt.errors import UserError
 from rgt.lifecycle import audit as audit_mod
 from rgt.spec import load_spec

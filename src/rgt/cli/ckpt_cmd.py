@@ -12,12 +12,11 @@ import time
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from rgt.ckpt import CheckpointNotFoundError, formats
 from rgt.cli import app
-from rgt.cli.console import console, duration, print_json
+from rgt.cli.console import console, duration, escape, print_json
 
 ckpt_app = typer.Typer(
     name="ckpt",

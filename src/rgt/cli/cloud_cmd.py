@@ -16,11 +16,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from rgt.cli import app
-from rgt.cli.console import console, err_console, print_json, print_registered
+from rgt.cli.console import console, err_console, escape, print_json, print_registered
 from rgt.errors import UserError
 from rgt.store import Box, Store
 

@@ -1,20 +1,38 @@
 """The two consoles every command writes to: results on stdout, diagnostics on stderr.
 
 Strings printed on them are Rich markup: anything interpolated that rgt did not write itself
-(messages, paths, box output, names from an API) goes through `escape`, or is a `Text`.
+(messages, paths, box output, names from an API) goes through `escape` here, or is a `Text`
+made with `safe_text`. Both run the one sanitiser (`rgt.textsafe.terminal_text`) first: Rich
+escapes its markup and drops BEL and CR, but prints ESC and C1 sequences as they are, and a
+name from a box can hold one that writes the clipboard or repaints the screen.
 """
 
 import json
+import re
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as _markup_escape
 from rich.panel import Panel
+from rich.text import Text
+
+from rgt.textsafe import terminal_text
 
 # No emoji codes: escape() leaves ":100:" alone, and a log line or path holding one would be
 # printed as 💯.
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False)
+
+
+def escape(text: object, *, lines: bool = True) -> str:
+    """TEXT as Rich markup that prints exactly what it says: control characters shown
+    escaped (`terminal_text`; newlines and tabs kept unless LINES is False), markup escaped."""
+    return _markup_escape(terminal_text(text, lines=lines))
+
+
+def safe_text(text: object, style: str = "") -> Text:
+    """TEXT (not markup) as a Rich Text, its control characters shown escaped."""
+    return Text(terminal_text(text, lines=True), style=style)
 
 
 def duration(seconds: float | None) -> str:
@@ -54,5 +72,11 @@ JSON_SCHEMA = 1  # bumped only when a field changes meaning or goes away; new fi
 def print_json(verb: str, **payload: Any) -> None:
     """One `--json` document: {"schema": 1, "verb": VERB, <noun>: ...} on stdout (README:
     "JSON output"). Plain print: Rich would wrap long lines and break the JSON for a pipe."""
-    print(json.dumps({"schema": JSON_SCHEMA, "verb": verb, **payload}, indent=2,
-                     ensure_ascii=False, default=str))
+    text = json.dumps({"schema": JSON_SCHEMA, "verb": verb, **payload}, indent=2,
+                      ensure_ascii=False, default=str)
+    # json escapes C0 but not DEL, C1 or the bidi and line-separator marks: \u-escape them too
+    # (the same JSON to a parser, inert on a terminal)
+    print(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
+
+
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")

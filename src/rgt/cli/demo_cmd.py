@@ -18,10 +18,9 @@ from typing import Annotated
 
 import typer
 import yaml
-from rich.markup import escape
 
 from rgt.cli import app
-from rgt.cli.console import console
+from rgt.cli.console import console, escape
 from rgt.errors import UserError
 from rgt.lifecycle import boxes, down, launch, pull, watch
 from rgt.spec import load_spec

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from rgt.cli import app
-from rgt.cli.console import console, print_json
+from rgt.cli.console import console, escape, print_json
 from rgt.errors import UserError
 
 

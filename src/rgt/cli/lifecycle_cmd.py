@@ -10,13 +10,20 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.panel import Panel
 
 from rgt.cli import app
 from rgt.cli import cloud_cmd as cloud
 from rgt.cli.confirm import typed_name
-from rgt.cli.console import console, duration, err_console, print_json, print_registered
+from rgt.cli.console import (
+    console,
+    duration,
+    err_console,
+    escape,
+    print_json,
+    print_registered,
+    safe_text,
+)
 from rgt.cli.transfer_bar import transfer_bar
 from rgt.errors import UserError
 from rgt.lifecycle import boxes, launch, progress, save_hints
@@ -317,8 +324,8 @@ def watch(
                          else watch_mod.EXIT_FAILED)
 
 
-def _say_waiting(message: str) -> None:
-    err_console.print(message, style="yellow", markup=False, highlight=False)
+def _say_waiting(message: str) -> None:  # (it quotes the box's errors: sanitised)
+    err_console.print(safe_text(message, style="yellow"), highlight=False)
 
 
 def _write_through(text: str) -> None:
@@ -385,11 +392,22 @@ def logs(name: BoxArg, run_id: RunArg = None,
          tail: Annotated[int | None, typer.Option("--tail", "-n", help="Last N lines.")] = None,
          cell: Annotated[int | None, typer.Option(help="A sweep's cell (default: every cell, "
                                                        "each under a header).")] = None,
+         raw: Annotated[bool, typer.Option(
+             "--raw", help="The bytes as the box wrote them: terminal escapes (titles, "
+                           "clipboard, links, cursor moves) and long lines not filtered.")
+                        ] = False,
          ) -> None:
-    """Print the run's log (stdout and stderr, unbuffered)."""
+    """Print the run's log (stdout and stderr, unbuffered): its last 8 MiB at most, colours
+    and carriage returns kept, other terminal escapes removed, lines over 64 KiB cut."""
     store = Store()
     box = store.box(name)
-    sys.stdout.write(watch_mod.read_log(box, store.run(box.name, run_id), tail, cell))
+    text = watch_mod.read_log(box, store.run(box.name, run_id), tail, cell, raw=raw)
+    if isinstance(text, bytes):
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text)
+        sys.stdout.buffer.flush()
+    else:
+        sys.stdout.write(text)
 
 
 @app.command()

@@ -15,11 +15,10 @@ import time
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.text import Text
 
 from rgt.cli import app
-from rgt.cli.console import console, duration, print_json
+from rgt.cli.console import console, duration, escape, print_json
 from rgt.store import Store
 
 NOTE_LINES = 2  # under the box's own line: three lines per box at most

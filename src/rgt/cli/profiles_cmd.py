@@ -7,12 +7,11 @@ from typing import Annotated
 
 import typer
 from rich import box as borders
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
 from rgt.cli import app
-from rgt.cli.console import console, print_json
+from rgt.cli.console import console, escape, print_json
 from rgt.errors import UserError
 from rgt.profiles import Profile, all_profiles, find_gotcha, load_profile, search_gotchas
 from rgt.profiles.schema import Gotcha, Survives

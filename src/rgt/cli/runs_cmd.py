@@ -8,12 +8,11 @@ import time
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.text import Text
 
 from rgt.cli import app
 from rgt.cli.confirm import typed_name
-from rgt.cli.console import console, duration, print_json
+from rgt.cli.console import console, duration, escape, print_json
 from rgt.errors import UserError
 from rgt.lifecycle import cancel as cancel_mod
 from rgt.lifecycle import resume as resume_mod

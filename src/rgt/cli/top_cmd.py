@@ -11,11 +11,10 @@ from typing import Annotated
 import typer
 from rich.console import Group
 from rich.live import Live
-from rich.markup import escape
 from rich.text import Text
 
 from rgt.cli import app, termplot
-from rgt.cli.console import console, duration, err_console, print_json
+from rgt.cli.console import console, duration, err_console, escape, print_json
 from rgt.errors import UserError
 from rgt.lifecycle import metrics as metrics_mod
 from rgt.lifecycle import top as top_mod

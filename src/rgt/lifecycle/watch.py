@@ -7,15 +7,26 @@ likely cause, never `running`.
 
 from __future__ import annotations
 
+import codecs
 import time
 from typing import Any
 
+from rgt.boxread import (
+    MAX_LOG_BYTES,
+    STALL_S,
+    BoxGarbage,
+    LogChunk,
+    cut_long_lines,
+    with_box,
+)
 from rgt.errors import UserError
 from rgt.lifecycle import intent
 from rgt.platforms import platform_for
 from rgt.remote.summary import summarize
 from rgt.store import TERMINAL, Box, Run, Store
+from rgt.textsafe import LogFilter, log_text
 from rgt.transport import Transport
+from rgt.transport.base import CommandTimeout
 
 # `watch --until-done` / `--follow` exit codes, one per outcome a script branches on (like
 # SkyPilot's `logs --status`); 2 stays "bad usage" as on every verb, 6 is BoxUnreachable.
@@ -62,6 +73,8 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
                 if settled is not None:
                     return settled
             summary = platform.state(store, box, run, transport)
+        except BoxGarbage as err:  # the verb that asked names the box
+            raise with_box(err, box.name) from None
         finally:
             if own:
                 transport.close()
@@ -161,6 +174,20 @@ class Silence:
     def answered(self) -> None:
         self.since, self.pause = None, self.poll_s
 
+    def stalled(self) -> float:
+        """Record a poll whose log read connected but sent nothing for STALL_S; return the
+        pause before the next (the same give-up as a box that does not answer)."""
+        now = time.monotonic()
+        self.since = self.since or now - STALL_S
+        silent = now - self.since
+        if self.give_up_s is not None and silent >= self.give_up_s:
+            return self.failed(f"no bytes for {silent:.0f} s")
+        self.pause = min(UNREACHABLE_BACKOFF_MAX_S, self.pause * 2)
+        if self.say is not None:
+            self.say(f"no bytes from the box for {silent:.0f} s, waiting (retry in "
+                     f"{self.pause:.0f} s)")
+        return self.pause
+
     def failed(self, error: str) -> float:
         """Record a failed poll; return the pause before the next, or raise past the limit."""
         now = time.monotonic()
@@ -194,6 +221,8 @@ def wait_until_done(store: Store, box: Box, run: Run, *, poll_s: float = 2.0,
         try:
             summary = refresh(store, box, run)
             silence.answered()
+        except BoxGarbage:
+            raise  # an answer, and a wrong one: asking again would get the same
         except UserError as err:
             summary = {"status": "unreachable", "error": str(err)}
             pause = silence.failed(str(err))
@@ -230,7 +259,9 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
     one missed poll and the stream picks up from the last byte it printed; a box that stays
     silent is handled as in `wait_until_done`.
     """
-    offset = 0
+    offset = 0  # bytes of the box's log already read (not characters: see LogChunk)
+    text = codecs.getincrementaldecoder("utf-8")("replace")  # a character cut between polls
+    safe = LogFilter()  # colours and \r kept, other escapes gone, even cut between polls
     platform = platform_for(box.profile)
     deadline = _deadline(timeout_s)
     silence = Silence(box, poll_s, give_up_s, say)
@@ -243,15 +274,22 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
             chunk = "" if summary["status"] == "paused" else platform.logs(
                 transport, box, run, since_byte=offset)
             silence.answered()
+        except BoxGarbage:
+            raise
+        except CommandTimeout:  # connected, and the log read sent nothing for STALL_S
+            chunk, summary = "", {"status": "unreachable"}
+            pause = silence.stalled()
         except UserError as err:
             chunk, summary = "", {"status": "unreachable"}
             pause = silence.failed(str(err))
         finally:
             transport.close()
         if chunk:
-            offset += len(chunk.encode())
-            write(chunk)
+            data = chunk.data if isinstance(chunk, LogChunk) else chunk.encode()
+            offset += len(data)
+            write(safe.feed(text.decode(data)))
         elif summary["status"] in TERMINAL:
+            write(safe.feed(text.decode(b"", final=True), final=True))
             return summary
         if deadline is not None and time.monotonic() > deadline:
             raise _still_going(box, run, summary, timeout_s)
@@ -259,11 +297,22 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
             time.sleep(pause)
 
 
-def read_log(box: Box, run: Run, lines: int | None = None, cell: int | None = None) -> str:
-    """The run's log (`rgt logs`); for a sweep, one cell's log, or every cell's."""
+def read_log(box: Box, run: Run, lines: int | None = None, cell: int | None = None, *,
+             raw: bool = False) -> str | bytes:
+    """The run's log (`rgt logs`); for a sweep, one cell's log, or every cell's. At most its
+    last MAX_LOG_BYTES (the platform reads no more; a note says so), lines longer than
+    MAX_LOG_LINE shown by their end, through the log filter (`rgt.textsafe.log_text`).
+    RAW: the bytes as the box sent them (within the same budget), nothing filtered."""
     platform = platform_for(box.profile)
     transport = platform.connect(box)
     try:
-        return platform.logs(transport, box, run, lines=lines, cell=cell)
+        chunk = platform.logs(transport, box, run, lines=lines, cell=cell)
     finally:
         transport.close()
+    if raw:
+        return chunk.data if isinstance(chunk, LogChunk) else chunk.encode()
+    text = log_text(cut_long_lines(chunk))
+    if isinstance(chunk, LogChunk) and chunk.cut:
+        text = (f"[rgt: only the log's last {MAX_LOG_BYTES // 1024 // 1024} MiB are shown; "
+                "`rgt pull` brings all of it]\n") + text
+    return text

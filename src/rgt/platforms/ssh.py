@@ -12,6 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from rgt.boxread import MAX_LOG_BYTES, STALL_S, LogChunk
 from rgt.errors import UserError
 from rgt.platforms.base import (
     Launched,
@@ -108,10 +109,12 @@ class SshPlatform(Platform):
                             + (f" (cells 0-{cells - 1})" if cells else " (it is not a sweep)"))
         if lines is not None and lines < 0:
             raise UserError(f"--tail/-n takes a number of lines >= 0, not {lines}")
-        if since_byte is not None:  # what was written since the last poll
+        if since_byte is not None:  # what was written since the last poll, a budget's worth
             log = shlex.quote(f"{run.remote_dir}/log")
-            return transport.run(f"tail -c +{int(since_byte) + 1} {log} 2>/dev/null",
-                                 check=False, timeout=30).stdout
+            got = transport.run(f"[ -f {log} ] && tail -c +{int(since_byte) + 1} {log} | "
+                                f"head -c {MAX_LOG_BYTES}", check=False, timeout=STALL_S,
+                                limit=MAX_LOG_BYTES)
+            return LogChunk(got.data, cut=got.truncated)
         if cells:
             chosen = [cell] if cell is not None else range(cells)
             paths = [str(info["log"]).replace("%a", str(i)) for i in chosen]
@@ -120,12 +123,15 @@ class SshPlatform(Platform):
         quoted = " ".join(shlex.quote(p) for p in paths)
         if lines == 0:  # `tail -n 0` prints nothing, which is what was asked; no round trip
             return ""
-        # tail prints "==> file <==" between files, which is what tells the cells apart
-        command = f"tail -n {int(lines)} {quoted}" if lines else f"tail -n +1 {quoted}"
-        result = transport.run(command, check=False, timeout=60)
-        if not result.ok and not result.stdout:
+        # tail prints "==> file <==" between files, which is what tells the cells apart; the
+        # box sends the last MAX_LOG_BYTES at most, whatever its lines' length (one tqdm line
+        # can be a GB), and the laptop reads no more than that
+        command = (f"tail -n {int(lines)} {quoted} | tail -c {MAX_LOG_BYTES}" if lines
+                   else f"tail -c {MAX_LOG_BYTES} {quoted}")
+        result = transport.run(command, check=False, timeout=60, limit=MAX_LOG_BYTES)
+        if not result.ok and not result.data and not result.truncated:
             raise UserError(f"no log yet for run {run.id} on {box.name}")
-        return result.stdout
+        return LogChunk(result.data, cut=result.truncated or len(result.data) >= MAX_LOG_BYTES)
 
     def fetch(self, transport: Transport, box: Box, run: Run, remote: str, local: Path, *,
               progress: Any = None) -> TransferStats:

@@ -15,14 +15,36 @@ import time
 from pathlib import PurePosixPath
 from typing import Any
 
+from rgt.boxread import NUMBER, TEXT, checked
 from rgt.ckpt import formats
 
 EXIT_PREEMPTED = 85  # rgt.ckpt's documented exit code for "checkpointed on a signal, requeue me"
 CHECKPOINT_KINDS = ("rgt.ckpt", "lightning", "torch", "safetensors")
 
 
+# What of the probe's answer the verbs act on, and the types it must have (`rgt.boxread`):
+# a field of another type is garbage, refused in one line before any `.get` runs on it.
+_METRICS = {"step": int, "loss": NUMBER, "loss_key": TEXT, "epoch": NUMBER, "source": TEXT}
+PROBE_SHAPE = {
+    "state": {"status": TEXT, "exit_code": int, "signal": TEXT, "started": NUMBER,
+              "ended": NUMBER, "error": TEXT, "stop_signal": TEXT,
+              "sync": {"error": TEXT, "missing": [TEXT]},
+              "restarts": [{"exit_code": int, "signal": TEXT, "cause": TEXT}]},
+    "verdict": {"status": TEXT, "summary": TEXT, "cause": TEXT, "action": TEXT,
+                "ladder": [dict], "gotchas": [TEXT], "warnings": [TEXT]},
+    "log": {"last_metrics": TEXT, "tail": [TEXT], "metrics": _METRICS,
+            "csv_metrics": _METRICS, "progress": {"step": int, "total": int, "rate": NUMBER,
+                                                  "eta_s": NUMBER}},
+    "heartbeat_age_s": NUMBER,
+    "checkpoints": [{"name": TEXT, "mtime": NUMBER, "dir": bool}],
+    "disks": [{"path": TEXT, "bytes_used": int, "bytes_pct": NUMBER, "inodes_pct": NUMBER}],
+}
+
+
 def summarize(report: dict[str, Any]) -> dict[str, Any]:
-    """Flatten the on-box probe's report into what the verbs and the display need."""
+    """Flatten the on-box probe's report into what the verbs and the display need; a report
+    whose fields have other types than PROBE_SHAPE says is refused (BoxGarbage)."""
+    report = checked(report, PROBE_SHAPE, "the on-box probe's answer") or {}
     state = report.get("state") or {}
     verdict = report.get("verdict") or {}
     log = report.get("log") or {}

@@ -16,11 +16,15 @@ Progress = Callable[[int, int], None]
 
 @dataclass(frozen=True)
 class Result:
-    """What a command on the box returned."""
+    """What a command on the box returned. With a `limit` given to `run`: `truncated` when
+    its stdout passed it (rgt kept only that much and ended the command), and `data`, the
+    stdout bytes as they came (`stdout` has invalid UTF-8 replaced)."""
 
     rc: int
     stdout: str
     stderr: str
+    truncated: bool = False
+    data: bytes = b""
 
     @property
     def ok(self) -> bool:
@@ -151,7 +155,8 @@ def bash_missing(rc: int, stderr: str) -> bool:
 class Transport(Protocol):
     """How commands and files reach one box.
 
-    `run` executes a bash command string on the box; secrets and on-box Python travel on
+    `run` executes a bash command string on the box (keeping at most `limit` bytes of its
+    stdout when given: `Result.truncated`); secrets and on-box Python travel on
     `stdin`, never in argv (argv is world-readable in /proc). `put` and `get` copy a directory's
     contents, resumably, each attempt under a timeout, retrying transient failures.
     `python` is the box's interpreter for rgt's on-box scripts, found once at `rgt up`.
@@ -166,6 +171,7 @@ class Transport(Protocol):
         stdin: bytes | None = None,
         timeout: float = 60,
         check: bool = True,
+        limit: int | None = None,
     ) -> Result: ...
 
     def put(

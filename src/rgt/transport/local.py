@@ -7,10 +7,14 @@ against one runs unchanged against the other.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import selectors
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,11 +35,22 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def run_local(argv: Sequence[str], *, stdin: bytes | None, timeout: float) -> tuple[int, str, str]:
+def run_local(argv: Sequence[str], *, stdin: bytes | None, timeout: float,
+              limit: int | None = None) -> tuple[int, str, str]:
+    """`run_bytes` with stdout decoded (invalid UTF-8 replaced)."""
+    rc, out, err = run_bytes(argv, stdin=stdin, timeout=timeout, limit=limit)
+    return rc, out.decode(errors="replace"), err
+
+
+def run_bytes(argv: Sequence[str], *, stdin: bytes | None, timeout: float,
+              limit: int | None = None) -> tuple[int, bytes, str]:
     """Run `argv`, feeding `stdin`; on timeout kill its whole process group and raise.
 
     stderr goes through a file, not a pipe, so a background process that inherits it (an ssh
-    ControlMaster) cannot keep us waiting for an end-of-file that never comes.
+    ControlMaster) cannot keep us waiting for an end-of-file that never comes. With `limit`,
+    at most that many bytes of stdout are kept: past them the command's group is killed and
+    the return code is `TRUNCATED` (what a box sends cannot grow this process: issue 28).
+    stderr is read back only up to its last `STDERR_KEEP` bytes (its end says what failed).
     """
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
@@ -46,12 +61,59 @@ def run_local(argv: Sequence[str], *, stdin: bytes | None, timeout: float) -> tu
             start_new_session=True,
         )
         try:
-            out, _ = proc.communicate(stdin, timeout=timeout)
+            if limit is None:
+                out, _ = proc.communicate(stdin, timeout=timeout)
+            else:
+                out = _read_capped(proc, stdin, timeout, limit)
         except BaseException:  # TimeoutExpired included: the caller turns it into its error
             _kill_group(proc)
             raise
-        err.seek(0)
-        return proc.returncode, out.decode(errors="replace"), err.read().decode(errors="replace")
+        size = err.seek(0, os.SEEK_END)
+        err.seek(max(0, size - STDERR_KEEP))
+        rc = TRUNCATED if limit is not None and len(out) > limit else proc.returncode
+        return rc, out[:limit], err.read().decode(errors="replace")
+
+
+TRUNCATED = -1000  # run_local's return code for a command whose stdout passed its limit
+STDERR_KEEP = 64 * 1024
+
+
+def _read_capped(proc: subprocess.Popen[bytes], stdin: bytes | None, timeout: float,
+                 limit: int) -> bytes:
+    """PROC's stdout, read until its end or until more than LIMIT bytes came (then its group
+    is killed); TimeoutExpired past TIMEOUT. stdin is written from a thread meanwhile."""
+    deadline = time.monotonic() + timeout
+    if stdin is not None:
+        feeder = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
+        feeder.start()
+    chunks: list[bytes] = []
+    size = 0
+    fd = proc.stdout.fileno()  # type: ignore[union-attr]
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while size <= limit:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            if not selector.select(left):
+                continue
+            data = os.read(fd, min(1 << 16, limit + 1 - size))
+            if not data:
+                break
+            chunks.append(data)
+            size += len(data)
+    if size > limit:
+        _kill_group(proc)
+    else:
+        proc.wait(max(0.1, deadline - time.monotonic()))
+    proc.stdout.close()  # type: ignore[union-attr]
+    return b"".join(chunks)
+
+
+def _feed(pipe, data: bytes) -> None:
+    with contextlib.suppress(OSError):  # the command may end (or be ended) without reading
+        pipe.write(data)
+        pipe.close()
 
 
 class LocalTransport:
@@ -71,14 +133,20 @@ class LocalTransport:
         stdin: bytes | None = None,
         timeout: float = 60,
         check: bool = True,
+        limit: int | None = None,
     ) -> Result:
         try:
-            rc, out, err = run_local(["bash", "-c", command], stdin=stdin, timeout=timeout)
+            rc, data, err = run_bytes(["bash", "-c", command], stdin=stdin, timeout=timeout,
+                                      limit=limit)
         except subprocess.TimeoutExpired:
             raise CommandTimeout.after(self.where, command, timeout) from None
         except FileNotFoundError as exc:
             raise BashMissing.on(self.where, f"bash: {exc.strerror}") from None
-        result = Result(rc, out, err)
+        # with a limit, the bytes as they came too: a byte offset counts them
+        result = Result(rc, data.decode(errors="replace"), err, truncated=rc == TRUNCATED,
+                        data=data if limit is not None else b"")
+        if result.truncated:  # ended by rgt: no exit code of its own to check
+            return result
         if check and not result.ok:
             raise TransportError.command_failed(self.where, command, rc, err)
         return result

@@ -43,7 +43,7 @@ from rgt.transport.base import (
     _one_line,
     bash_missing,
 )
-from rgt.transport.local import _make_dir, run_local
+from rgt.transport.local import TRUNCATED, _make_dir, run_bytes, run_local
 from rgt.transport.ssh_hosts import (
     Hop,
     KeyPolicy,
@@ -411,12 +411,14 @@ class SshTransport:
         stdin: bytes | None = None,
         timeout: float = 60,
         check: bool = True,
+        limit: int | None = None,
     ) -> Result:
-        """Run `command` under bash on the box. Secrets go in `stdin`, never in `command`."""
+        """Run `command` under bash on the box. Secrets go in `stdin`, never in `command`.
+        With `limit`, at most that many bytes of stdout are read (`Result.truncated`)."""
         argv = [*self.ssh_argv, self.target.host, "bash -c " + shlex.quote(command)]
         for attempt in (1, 2):
             try:
-                rc, out, err = run_local(argv, stdin=stdin, timeout=timeout)
+                rc, data, err = run_bytes(argv, stdin=stdin, timeout=timeout, limit=limit)
             except subprocess.TimeoutExpired:
                 raise CommandTimeout.after(
                     self.where, command, timeout, "it may still be running on the box"
@@ -425,11 +427,14 @@ class SshTransport:
                 self.close()  # a master whose link died; the next ssh builds a fresh one
                 continue
             break
+        out = data.decode(errors="replace")
+        if rc == TRUNCATED:
+            return Result(rc, out, err, truncated=True, data=data)
         if rc == 255 and (problem := self._diagnose(err)) is not None:
             raise problem
         if bash_missing(rc, err):  # nothing ran, whatever `check` says
             raise BashMissing.on(self.where, err)
-        result = Result(rc, out, err)
+        result = Result(rc, out, err, data=data if limit is not None else b"")
         if check and not result.ok:
             raise TransportError.command_failed(self.where, command, rc, err)
         return result

@@ -153,13 +153,15 @@ class DoorTransport:
     # ------------------------------------------------------------------ Transport
 
     def run(self, command: str, *, stdin: bytes | None = None, timeout: float = 60,
-            check: bool = True) -> Result:
+            check: bool = True, limit: int | None = None) -> Result:
         self._open()
         body = {"command": command, "stdin": base64.b64encode(stdin or b"").decode(),
                 "timeout": timeout}
         answer = self._call("POST", "run", body=body, timeout=timeout + 30).json()
-        result = Result(int(answer.get("rc", 1)),
-                        base64.b64decode(answer.get("stdout") or "").decode(errors="replace"),
+        out = base64.b64decode(answer.get("stdout") or "")
+        if limit is not None and len(out) > limit:  # (the door's answer is already here)
+            return Result(-1, out[:limit].decode(errors="replace"), "", truncated=True)
+        result = Result(int(answer.get("rc", 1)), out.decode(errors="replace"),
                         base64.b64decode(answer.get("stderr") or "").decode(errors="replace"))
         if check and not result.ok:
             raise TransportError.command_failed(f"the PVC of {self.box}", command, result.rc,
