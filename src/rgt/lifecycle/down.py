@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.lifecycle import interrupt
+from rgt.lifecycle import census, interrupt
 from rgt.lifecycle.boxes import connect
 from rgt.lifecycle.watch import refresh
 from rgt.platforms import Teardown, platform_for
@@ -181,8 +181,11 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
     plan = DownPlan(box=box, profile=load_profile(box.profile))
     runs = store.runs(box.name)
     transport = connect(box)
+    strays: list[census.Stray] = []
     try:
         states = [refresh(store, box, run, transport) for run in runs]
+        if platform_for(box.profile).census:  # live runs the record does not name
+            strays = census.unrecorded(store, box, transport)
     except UserError as err:
         # A box gone or unreachable (e.g. destroyed in the console) must still be markable as
         # down; without a live answer only evidence taken after a run ended counts.
@@ -190,6 +193,9 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
         states = [{"status": run.status, "ended": None} for run in runs]
     finally:
         transport.close()
+    if strays:  # never deleted under their trainer, not even with --discard-results
+        raise UserError(f"rgt down {box.name} refused: "
+                        + " | ".join(s.reason(box.name) for s in strays))
     for run, state in zip(runs, states, strict=True):
         verdict, reason = judge_run(store, box, run, state, reachable=not plan.unreachable)
         {"live": plan.live, "unverified": plan.unverified,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from rgt.errors import UserError
 from rgt.hostos import exclusive_lock
-from rgt.lifecycle import intent, interrupt
+from rgt.lifecycle import census, intent, interrupt
 from rgt.lifecycle.pushlist import push_excludes
 from rgt.lifecycle.ship import ship_library
 from rgt.lifecycle.watch import refresh
@@ -154,6 +154,8 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
     run = None
     try:
         refuse_second_launch(store, box, spec, transport)
+        census.refuse_strays(store, box, transport, platform, f"rgt run of job {spec.name!r}",
+                             ckpt_home=layout.ckpt)
         home = prepare_home(transport, layout.ckpt, fresh=fresh)
         notes += home.notes
         if resumes is None and home.files and not spec.grid:

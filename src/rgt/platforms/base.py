@@ -314,6 +314,9 @@ class Platform(ABC):
     # whether rgt can run commands on the box itself (SSH, a pod's door); False for a notebook
     # the user runs in a browser (Colab, Kaggle): `rgt audit` then measures nothing on it
     has_shell: bool = True
+    # whether rgt's runner runs in the box's own shell, so `probe.py --census` there names
+    # every live run, recorded or not (rgt.lifecycle.census)
+    census: bool = False
 
     def __init__(self, profile: str | None = None) -> None:
         self.profile = profile or self.name

@@ -50,6 +50,7 @@ class SshPlatform(Platform):
         return transport_for(box)
 
     rents = False  # True: without --ssh/--host, `provision` rents through `rent`
+    census = True  # the runner runs in the box's shell: probe --census sees every live run
     CONNECTION = ("identity", "user", "port", "ssh_config")  # for the rented instance's SSH
 
     def provision(self, store: Store, request: Request) -> Box:
