@@ -87,3 +87,42 @@ def test_a_group_sigterm_is_a_stop_that_recover_does_not_undo(make_run, launcher
     os.killpg(running["pgid"], signal.SIGTERM)  # a scheduler's notice, not via the runner
     state = wait_status(run_dir, ("stopped", "failed"))
     assert state["status"] == "stopped" and not state.get("restarts"), state
+
+
+# torchrun's and accelerate's behaviour on SIGTERM, in miniature: note it, exit 1
+EXIT_1_ON_TERM = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("to_group", [False, True], ids=["runner", "process-group"])
+def test_exit_1_after_sigterm_is_a_stop_that_recover_does_not_undo(make_run, launcher,
+                                                                   to_group):
+    run_dir = make_run(EXIT_1_ON_TERM)
+    spec = json.loads((run_dir / "run.json").read_text())
+    spec["recover"] = {"max_restarts": 3, "on": ["crashed", "preempted"], "backoff_s": 0}
+    (run_dir / "run.json").write_text(json.dumps(spec))
+    proc = launcher.start(run_dir)
+    running = wait_status(run_dir, "running")
+    wait_log(run_dir, "ready")
+    if to_group:
+        os.killpg(running["pgid"], signal.SIGTERM)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    state = wait_status(run_dir, ("stopped", "failed"))
+    assert state["status"] == "stopped" and state["stop_signal"] == "SIGTERM", state
+    assert state["exit_code"] == 1 and not state.get("restarts")
+    assert state["error"] == "stopped by SIGTERM (exit 1)"
+    verdict = probe.verdict(state, {})
+    assert verdict["cause"] == "stopped"
+    assert verdict["summary"] == "stopped by SIGTERM: the job exited 1 on it"
+
+
+def test_a_crash_with_exit_1_and_no_signal_is_still_a_failure(make_run, launcher):
+    launcher.start(make_run("import sys; sys.exit(1)\n"))
+    run_dir = launcher.started[-1][1]
+    state = wait_status(run_dir, ("stopped", "failed", "succeeded"))
+    assert state["status"] == "failed" and state["exit_code"] == 1 and not state.get("stop_signal")

@@ -154,3 +154,16 @@ def test_a_killed_agent_orphans_the_workers_and_recover_restarts_without_them(dd
     ended = log.index("terminating 2 leftover process(es) of the job")
     assert ended < log.index("restart 1/1") < log.index("rank=0 resumed step=")
     assert not any(_common.pid_alive(p) for p in pids) and survivors(run_dir) == {}
+
+
+def test_sigterm_to_the_runner_is_a_stop_though_torchrun_exits_1(ddp_run, launcher):
+    recover = {"max_restarts": 2, "on": ["crashed", "preempted"], "backoff_s": 0}
+    run_dir = ddp_run(recover=recover)
+    proc = launcher.start(run_dir)
+    wait_status(run_dir, "running")
+    training(run_dir)
+    proc.send_signal(signal.SIGTERM)  # rgt cancel; a platform's preemption notice
+    state = wait_status(run_dir, ("failed", "stopped", "succeeded"), timeout=60)
+    assert state["exit_code"] == 1  # torchrun's answer to SIGTERM
+    assert state["status"] == "stopped" and state["stop_signal"] == "SIGTERM", state
+    assert not state.get("restarts") and state["survivors"] == [] and survivors(run_dir) == {}

@@ -416,6 +416,20 @@ def rgt_processes(table=None):
     return found, unreadable
 
 
+def run_processes(run_dir: str, runner_pid: int | None = None) -> dict:
+    """{pid: start time} of every live process of the run in RUN_DIR: whatever is below
+    RUNNER_PID in the ppid tree, and every process whose environment has RGT_RUN_DIR=RUN_DIR
+    (what left the tree before the subreaper took it, or a job whose runner is gone)."""
+    table = process_table()
+    run_dir = os.path.normpath(run_dir)
+    pids = set(descendants(runner_pid, table)) if runner_pid else set()
+    for proc in rgt_processes(table)[0]:
+        if os.path.normpath(proc["env"]["RGT_RUN_DIR"]) == run_dir:
+            pids.add(proc["pid"])
+    pids.discard(os.getpid())
+    return {pid: table[pid]["start"] for pid in pids if pid in table}
+
+
 def _under(path: str, root: str) -> bool:
     try:
         return os.path.commonpath([path, root]) == root

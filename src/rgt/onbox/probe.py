@@ -54,6 +54,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
 import time
@@ -590,7 +591,9 @@ def verdict(state, facts) -> dict:
                 "inodes on the durable tier (df -h and df -i), then copy again and verify.",
             )
         elif claimed == "stopped":
-            how = "exited 0 on it" if exit_code == 0 else f"was killed by it (exit {exit_code})"
+            number = getattr(signal, str(state.get("stop_signal")), None)
+            how = (f"exited {exit_code} on it" if exit_code is None or number is None
+                   or exit_code != 128 + number else f"was killed by it (exit {exit_code})")
             out.update(
                 summary=f"stopped by {state.get('stop_signal') or 'a signal'}: the job {how}",
                 cause="stopped",

@@ -82,16 +82,15 @@ from rgt.onbox._common import (
     RUNNER_COMM,
     boot_id,
     cgroup_facts,
-    descendants,
     disk_facts,
     fsync_dir,
     match_outputs,
     pid_alive,
     proc_stat_fields,
-    process_table,
     read_json,
     read_text,
     rgt_processes,
+    run_processes,
     sha256_file,
     write_json_atomic,
 )
@@ -158,19 +157,6 @@ def become_subreaper() -> str | None:
     if prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         return f"prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(ctypes.get_errno())}"
     return None
-
-
-def run_processes(run_dir: str, runner_pid: int | None = None) -> dict:
-    """{pid: start time} of every live process of the run in RUN_DIR: whatever is below
-    RUNNER_PID in the ppid tree, and every process whose environment has RGT_RUN_DIR=RUN_DIR
-    (what left the tree before the subreaper took it, or a job whose runner is gone)."""
-    table = process_table()
-    pids = set(descendants(runner_pid, table)) if runner_pid else set()
-    for proc in rgt_processes(table)[0]:
-        if os.path.normpath(proc["env"]["RGT_RUN_DIR"]) == run_dir:
-            pids.add(proc["pid"])
-    pids.discard(os.getpid())
-    return {pid: table[pid]["start"] for pid in pids if pid in table}
 
 
 def job_home_processes(ckpt_dir: str, run_dir: str) -> dict:
@@ -317,12 +303,15 @@ def stop_signal(received, seen_text: str, exit_code: int):
     """The signal that stopped the job, or None when it ended on its own.
 
     A stop is a signal the runner delivered (received and forwarded) or the job's shell saw,
-    after which the job exited 0 (Lightning does, without its outputs) or died by that signal
-    (128+N: a trainer with no handler). Exit 85 stays rgt.ckpt's "preempted, saved".
+    whatever exit code the job chose after it: 0 (Lightning, without its outputs), 1 (torchrun
+    and accelerate), 128+N (a trainer with no handler), 137 (killed after the grace). Exit 85
+    stays rgt.ckpt's "preempted, saved".
     """
+    if exit_code == PREEMPTED_EXIT:
+        return None
     names = [r.get("signal") for r in received] + seen_text.split()
     for name in names:
-        if name in STOP_SIGNALS and exit_code in (0, 128 + signal.Signals[name].value):
+        if name in STOP_SIGNALS:
             return name
     return None
 
@@ -817,8 +806,9 @@ class Runner:
                 f"job killed by {sig_name}" if sig_name else f"job exited with code {exit_code}"
             )
         self._forget_secrets()
-        self.save(status=status, ended=now(), heartbeat=now(), **changes)
+        # the log's last line first: a reader that sees the final state finds it there
         self.log(f"exit={exit_code}{f' signal={sig_name}' if sig_name else ''} status={status}")
+        self.save(status=status, ended=now(), heartbeat=now(), **changes)
         if status == "succeeded":
             return 0
         if status == "sync-failed":

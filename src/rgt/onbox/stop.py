@@ -24,7 +24,7 @@ import signal
 import sys
 import time
 
-from rgt.onbox._common import pid_alive, read_json, rgt_processes
+from rgt.onbox._common import pid_alive, read_json, run_processes
 
 
 def send(pid, sig, group=False) -> bool:
@@ -43,8 +43,7 @@ def wait_gone(pids, seconds: float) -> None:
 
 def run_pids(run_dir: str) -> list:
     """(pid, start) of every live process whose environment has RGT_RUN_DIR=RUN_DIR."""
-    return [(p["pid"], p["start"]) for p in rgt_processes()[0]
-            if os.path.normpath(p["env"]["RGT_RUN_DIR"]) == run_dir]
+    return sorted(run_processes(run_dir).items())
 
 
 def kill_all(pids, sig) -> list:
