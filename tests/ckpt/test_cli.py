@@ -41,8 +41,12 @@ def test_ls_table(ckdir: Path) -> None:
     (ckdir / "ckpt-0000000040.pt").write_bytes(b"half")  # killed before its sidecar
     r = runner.invoke(app, ["ckpt", "ls", str(ckdir)], env=ENV)
     assert r.exit_code == 0, r.output
-    rows = {ln.split()[1]: ln for ln in r.output.splitlines() if "ckpt-00" in ln}
+    rows = {ln.split()[1]: ln for ln in r.output.splitlines()
+            if "ckpt-00" in ln and ln.startswith("│")}
     assert set(rows) == {"10", "20", "30", "40"}
+    # 40 was written last but is no save; 30 is damaged: 20 is what a resume takes
+    assert "newest: ckpt-0000000040.pt (the last written) is damaged; the newest intact is " \
+        "ckpt-0000000020.pt" in r.output
     assert "yes" in rows["10"] and "0.9" in rows["10"] and "5,0" in rows["10"]
     assert "no" in rows["30"] and "sha256" in rows["30"]
     assert "no sidecar" in rows["40"]

@@ -5,6 +5,7 @@ listed by `rgt down` among what it destroys. A real run on the local box writes 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from boxkit import write_job
@@ -103,22 +104,34 @@ def test_units_are_grouped_by_name_and_left_out_by_the_real_engine(tmp_path):
              "checkpoint-300/trainer_state.json": "{}", "checkpoint-300/global_step300/x": "",
              "ckpt-0000000200.pt": "", "ckpt-0000000200.json": "{}",
              "odd [step=150]*.pt": "", "last.ckpt": "", "config.json": "{}"}
+    # when each was written (the newest file of a unit counts): a resumed attempt saved
+    # checkpoint-100 last; checkpoint-300 and the odd one were written in the same second
+    written = {"checkpoint-100/trainer_state.json": 1_000, "checkpoint-100/model.safetensors":
+               4_000, "checkpoint-300/trainer_state.json": 2_000,
+               "checkpoint-300/global_step300/x": 2_000, "ckpt-0000000200.pt": 3_000,
+               "ckpt-0000000200.json": 1_500, "odd [step=150]*.pt": 2_000}
     for rel, text in files.items():
         (home / rel).parent.mkdir(parents=True, exist_ok=True)
         (home / rel).write_text(text)
+        os.utime(home / rel, (written.get(rel, 5_000),) * 2)
     assert checkpoint_unit("checkpoint-300/global_step300/x") == ("checkpoint-300", 300, True)
     assert checkpoint_unit("ckpt-0000000200.json") == ("ckpt-0000000200", 200, False)
+    assert checkpoint_unit("step_620/model.safetensors") == ("step_620", 620, True)
     assert checkpoint_unit("last.ckpt") is None and checkpoint_unit("config.json") is None
     manifest.write(str(home), str(tmp_path / "m.jsonl"), ["."])
     plan = CheckpointPlan.of(read_manifest(tmp_path / "m.jsonl", "ckpt/"), 2)
-    assert plan.kept == ["checkpoint-300", "ckpt-0000000200"]
-    assert plan.left == ["odd [step=150]*.pt", "checkpoint-100"]
+    # the last written first; the step number only breaks the tie of equal times
+    assert plan.newest_first == ["checkpoint-100", "ckpt-0000000200", "checkpoint-300",
+                                 "odd [step=150]*.pt"]
+    assert plan.kept == ["checkpoint-100", "ckpt-0000000200"]
+    assert plan.left == ["checkpoint-300", "odd [step=150]*.pt"]
+    assert plan.summary()["names"] == plan.left
     LocalTransport().get(str(home), tmp_path / "got", exclude=plan.excludes())
     assert names(tmp_path / "got") == sorted(
-        ["checkpoint-300/trainer_state.json", "checkpoint-300/global_step300/x",
+        ["checkpoint-100/trainer_state.json", "checkpoint-100/model.safetensors",
          "ckpt-0000000200.pt", "ckpt-0000000200.json", "last.ckpt", "config.json"])
     # a transport that lists every file flat (the Kubernetes door) leaves them out too
     from rgt.onbox.xfer import compile_excludes, excluded
     rules = compile_excludes(plan.excludes())
-    assert excluded(rules, "checkpoint-100/model.safetensors", False)
-    assert not excluded(rules, "checkpoint-300/trainer_state.json", False)
+    assert excluded(rules, "checkpoint-300/trainer_state.json", False)
+    assert not excluded(rules, "checkpoint-100/model.safetensors", False)

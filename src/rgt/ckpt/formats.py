@@ -9,8 +9,11 @@ weights_only=True) — and nothing more.
 Formats known: rgt.ckpt (``ckpt-N.pt`` + sidecar), torch pickles (``.pt``, ``.pth``, ``.bin``:
 HF ``optimizer.pt``/``rng_state.pth``), Lightning ``.ckpt`` (its ``global_step``), safetensors
 (header parsed, tensors never loaded, the safetensors package not needed), HF ``checkpoint-N``
-directories (``trainer_state.json``'s ``global_step``) and torch.distributed.checkpoint
-directories (``.metadata``). A pickle that weights-only loading refuses is "hash-verified, not
+directories (``trainer_state.json``'s ``global_step``), accelerate's ``save_state`` directories
+(``model.safetensors``, ``optimizer.bin``, ``scheduler.bin``, ``random_states_N.pkl``; the step
+from the directory's name) and torch.distributed.checkpoint directories (``.metadata``).
+accelerate's ``.pkl`` files are torch.save archives of pickled RNG states: their zip and pickle
+opcodes are read, never unpickled. A pickle that weights-only loading refuses is "hash-verified, not
 unpickled": reported, never executed. Importable without torch; Python 3.8.
 """
 
@@ -30,14 +33,22 @@ from pathlib import Path
 from typing import Any
 
 CHECKS = ("hash", "parse", "load")
+DIR_KINDS = ("hf-checkpoint", "dcp", "accelerate")  # directories that are one checkpoint
 _SIDE_NAME = re.compile(r"^ckpt-(\d{10,})\.(pt|json)$")
 _STEP_IN_NAME = (
     re.compile(r"(?:^|[^a-z])(?:global_)?step[=_-]?(\d+)", re.IGNORECASE),
-    re.compile(r"^checkpoint-(\d+)$"),
+    re.compile(r"^checkpoint[-_](\d+)$"),  # HF's checkpoint-500, accelerate's checkpoint_3
     re.compile(r"^ckpt-(\d+)\.pt$"),
     re.compile(r"(?:^|[^a-z])iter(?:ation)?[=_-]?(\d+)", re.IGNORECASE),
 )
 _TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
+# accelerate's save_state: the RNG states, written last (its completion marker), and the
+# objects registered with register_for_checkpointing; both torch.save archives named .pkl
+_ACCELERATE_RNG = re.compile(r"^random_states_\d+\.pkl$")
+_ACCELERATE_PICKLE = re.compile(r"^(?:random_states|custom_checkpoint)_\d+\.pkl$")
+_ACCELERATE_PARTS = re.compile(r"^(?:optimizer|scheduler|sampler)(?:_\d+)?\.bin$")
+_WEIGHTS = re.compile(r"^(model|pytorch_model|adapter_model)(_\d+)?(-\d+-of-\d+)?"
+                      r"\.(safetensors|bin)$")
 _STEP_KEYS = ("global_step", "step", "iter_num", "iteration")
 _MAX_HEADER = 100 * 1024 * 1024  # safetensors refuses larger headers too
 _MAX_PICKLE = 256 * 1024 * 1024  # a data.pkl is metadata; more than this is not a checkpoint
@@ -128,12 +139,27 @@ def is_dcp_dir(path: Path) -> bool:
     return (path / ".metadata").is_file()
 
 
+def is_accelerate_dir(path: Path) -> bool:
+    """accelerate's `save_state` output: its RNG states, or (a save cut short before them)
+    model weights beside an optimizer's or scheduler's state."""
+    try:
+        names = [p.name for p in path.iterdir() if p.is_file()]
+    except OSError:
+        return False
+    if any(_ACCELERATE_RNG.match(n) for n in names):
+        return True
+    return any(_WEIGHTS.match(n) for n in names) and any(_ACCELERATE_PARTS.match(n)
+                                                         for n in names)
+
+
 def kind_of(path: Path) -> str | None:
     """The checkpoint kind of `path`, or None when it is not one rgt knows how to check."""
     if path.is_dir():
         if is_hf_dir(path):
             return "hf-checkpoint"
-        return "dcp" if is_dcp_dir(path) else None
+        if is_dcp_dir(path):
+            return "dcp"
+        return "accelerate" if is_accelerate_dir(path) else None
     return kind_of_name(path.name)
 
 
@@ -144,6 +170,8 @@ def kind_of_name(name: str) -> str | None:
         return "rgt.ckpt" if side.group(2) == "pt" else "rgt.ckpt-sidecar"
     if name == "training_args.bin":
         return "training-args"
+    if _ACCELERATE_PICKLE.match(name):
+        return "pickle"
     if name.endswith(".safetensors"):
         return "safetensors"
     if name.endswith(".ckpt"):
@@ -172,7 +200,7 @@ def check(path: Path, *, hashed: bool = False, load: bool = True, deep: bool = T
     if path.is_dir():
         if kind is None:
             return Verdict(path, "directory", False, (), "not a known checkpoint layout (no "
-                           "trainer_state.json, no .metadata)")
+                           "trainer_state.json, no .metadata, no random_states_N.pkl)")
         return check_dir(path, hashed=hashed, load=load and deep, deep=deep)
     return check_file(path, kind or "other", hashed=hashed, load=load and deep, deep=deep)
 
@@ -195,8 +223,8 @@ def check_file(path: Path, kind: str, *, hashed: bool = False, load: bool = True
     if kind == "torch" and _raw_bin(path, size):
         return Verdict(path, "other", True, base, "raw .bin data, not a torch file "
                        + ("(hash-verified)" if hashed else "(not checked)"), bytes=size)
-    if kind in ("torch", "lightning", "training-args"):
-        return _check_torch(path, kind, base, load and kind != "training-args", size)
+    if kind in ("torch", "lightning", "training-args", "pickle"):
+        return _check_torch(path, kind, base, load and kind in ("torch", "lightning"), size)
     if kind in ("json", "rgt.ckpt-sidecar"):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -470,6 +498,9 @@ def _check_torch(path: Path, kind: str, base: tuple[str, ...], load: bool,
         return Verdict(path, kind, True, checked, f"{proven}, not unpickled: a pickled "
                        "TrainingArguments object (loading it runs transformers code; rgt "
                        "never does)", bytes=size)
+    if kind == "pickle":  # accelerate's RNG states: whole is all a resume needs to know
+        return Verdict(path, kind, True, checked, "zip + pickle opcodes complete; not "
+                       "unpickled (rgt never runs a pickle it can check without)", bytes=size)
     if refused:
         shown = ", ".join(refused[:2]) + (f" and {len(refused) - 2} more" if len(refused) > 2
                                           else "")
@@ -499,7 +530,8 @@ def _check_torch(path: Path, kind: str, base: tuple[str, ...], load: bool,
 
 def check_dir(path: Path, *, hashed: bool = False, load: bool = True, deep: bool = True,
               parts: dict[str, Verdict] | None = None) -> Verdict:
-    """An HF `checkpoint-N` or a torch.distributed.checkpoint directory as one checkpoint.
+    """An HF `checkpoint-N`, accelerate or torch.distributed.checkpoint directory as one
+    checkpoint; damaged when any of its files is.
     `parts` (file name → verdict) reuses checks already made on the files (pull)."""
     parts = dict(parts or {})
     for child in sorted(path.iterdir()):
@@ -511,6 +543,8 @@ def check_dir(path: Path, *, hashed: bool = False, load: bool = True, deep: bool
         kind, step, problems = "hf-checkpoint", *_hf_layout(path)
     elif is_dcp_dir(path):
         kind, step, problems = "dcp", step_from_name(path.name), _dcp_layout(path)
+    elif is_accelerate_dir(path):
+        kind, step, problems = "accelerate", *_accelerate_layout(path, parts)
     else:
         kind, step, problems = "directory", None, ["not a known checkpoint layout"]
     bad = [v for v in parts.values() if not v.ok]
@@ -541,8 +575,7 @@ def _hf_layout(path: Path) -> tuple[int | None, list[str]]:
     if step is not None and named is not None and named != step:
         problems.append(f"trainer_state.json says step {step}, the directory name {named}")
     names = {p.name for p in path.iterdir()}
-    weights = [n for n in names if re.match(r"^(model|pytorch_model|adapter_model)"
-                                            r"(-\d+-of-\d+)?\.(safetensors|bin)$", n)]
+    weights = [n for n in names if _WEIGHTS.match(n)]
     if not weights:
         problems.append("no model weights (model*.safetensors, pytorch_model*.bin, "
                         "adapter_model.*)")
@@ -557,6 +590,25 @@ def _hf_layout(path: Path) -> tuple[int | None, list[str]]:
         if missing:
             problems.append(f"{index} names shards that are absent: {', '.join(missing[:3])}")
     return step if step is not None else named, problems
+
+
+def _accelerate_layout(path: Path, parts: dict[str, Verdict]) -> tuple[int | None,
+                                                                        list[str]]:
+    """accelerate's `save_state` directory: model weights and its RNG states (written last:
+    without them the save did not complete). The step is the directory's name (step_620,
+    checkpoint_3), else the one accelerate pickles with its RNG states."""
+    names = {p.name for p in path.iterdir() if p.is_file()}
+    problems = []
+    if not any(_WEIGHTS.match(n) for n in names):
+        problems.append("no model weights (model*.safetensors, pytorch_model*.bin)")
+    if not any(_ACCELERATE_RNG.match(n) for n in names):
+        problems.append("no random_states_N.pkl, which accelerate writes last: the save did "
+                        "not complete")
+    step = step_from_name(path.name)
+    if step is None:
+        step = next((v.step for n, v in sorted(parts.items())
+                     if _ACCELERATE_RNG.match(n) and v.step is not None), None)
+    return step, problems
 
 
 def _dcp_layout(path: Path) -> list[str]:
@@ -587,7 +639,7 @@ def find(root: Path, max_depth: int = 4) -> list[Path]:
     """Checkpoints under `root` (files and known-layout directories), never descending into
     one; hidden and temporary entries skipped. `root` itself may be one."""
     root = Path(root)
-    if root.is_file() or (root.is_dir() and kind_of(root) in ("hf-checkpoint", "dcp")):
+    if root.is_file() or (root.is_dir() and kind_of(root) in DIR_KINDS):
         return [root]
     found: list[Path] = []
     base_depth = len(root.parts)
@@ -598,7 +650,7 @@ def find(root: Path, max_depth: int = 4) -> list[Path]:
             sub = here / d
             if d.startswith("."):
                 continue
-            if kind_of(sub) in ("hf-checkpoint", "dcp"):
+            if kind_of(sub) in DIR_KINDS:
                 found.append(sub)
             elif len(sub.parts) - base_depth < max_depth:
                 keep.append(d)

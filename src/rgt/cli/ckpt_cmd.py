@@ -1,8 +1,10 @@
 """`rgt ckpt`: list and verify checkpoints of any format rgt knows (the checks `rgt pull` uses).
 
 rgt.ckpt files, torch pickles (Hugging Face's optimizer.pt / rng_state.pth, plain torch.save),
-Lightning .ckpt, safetensors, HF `checkpoint-N` and torch.distributed.checkpoint directories:
-see `rgt.ckpt.formats`. Each verdict says what was checked — hash, parse, load.
+Lightning .ckpt, safetensors, HF `checkpoint-N`, accelerate `save_state` and
+torch.distributed.checkpoint directories: see `rgt.ckpt.formats`. Each verdict says what was
+checked — hash, parse, load. `ls` orders them as `rgt watch` and `rgt pull` do
+(`rgt.ckpt.newest`: the last written is the newest) and names the newest intact one.
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from rgt.ckpt import CheckpointNotFoundError, formats
+from rgt.ckpt import CheckpointNotFoundError, formats, newest
 from rgt.cli import app
 from rgt.cli.console import console, duration, escape, print_json
 
 ckpt_app = typer.Typer(
     name="ckpt",
     help="Inspect checkpoints (rgt.ckpt, torch, Lightning, safetensors, HF checkpoint-N, "
-         "torch.distributed.checkpoint): list them, verify one.",
+         "accelerate save_state, torch.distributed.checkpoint): list them, verify one.",
     no_args_is_help=True,
 )
 app.add_typer(ckpt_app, name="ckpt")
@@ -36,7 +38,8 @@ def ls(
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout "
                                                        "(README: JSON output)."),
 ) -> None:
-    """List checkpoints: step, metric, bytes, age, verified (and how), kind."""
+    """List checkpoints, oldest to newest written: step, metric, bytes, age, verified (and
+    how), kind; then the newest intact one (what a resume or a pull takes)."""
     if not directory.exists():
         raise CheckpointNotFoundError(f"no such checkpoint directory: {directory}")
     if not directory.is_dir():
@@ -45,13 +48,17 @@ def ls(
     if not found and not as_json:
         console.print(f"no checkpoints in {escape(str(directory))}")
         return
-    verdicts = sorted((formats.check(p, deep=not quick) for p in found),
-                      key=lambda v: (-1 if v.step is None else v.step, str(v.path)))
-    names = {v.path: str(v.path.relative_to(directory)) if v.path != directory else v.path.name
-             for v in verdicts}
+    names = {p: str(p.relative_to(directory)) if p != directory else p.name for p in found}
+    # oldest first, the newest last, by the one definition watch, pull and resume use
+    verdicts = list(reversed(newest.newest_first(
+        (formats.check(p, deep=not quick) for p in found),
+        key=lambda v: newest.order_key(newest.written_here(v.path), v.step, names[v.path]))))
+    intact = next((v for v in reversed(verdicts) if v.ok), None)
     if as_json:
         print_json("ckpt ls", directory=str(directory),
-                   checkpoints=[_record(v, names[v.path], quick) for v in verdicts])
+                   checkpoints=[_record(v, names[v.path], quick) for v in verdicts],
+                   newest=names[verdicts[-1].path] if verdicts else None,
+                   newest_intact=names[intact.path] if intact else None)
         return
     # 80 columns, names whole: the file never wrapped or cut with "…" (a cut checkpoint name
     # is no use), the verdict wrapped at its spaces instead.
@@ -79,6 +86,14 @@ def ls(
             escape(names[v.path]),
         )
     console.print(table)
+    last = verdicts[-1]
+    if intact is None:
+        console.print("[red]no intact checkpoint[/]: every one listed is damaged")
+    elif intact is last:
+        console.print(f"newest: {escape(names[last.path])} (the last written, intact)")
+    else:
+        console.print(f"newest: {escape(names[last.path])} (the last written) is [red]"
+                      f"damaged[/]; the newest intact is {escape(names[intact.path])}")
 
 
 def _record(v: formats.Verdict, name: str, quick: bool = False) -> dict:

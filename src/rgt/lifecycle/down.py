@@ -222,9 +222,11 @@ def left_behind(store: Store, box: Box, run: Run) -> list[str]:
         first, last = (int(n) for n in left["steps"])
     except (KeyError, TypeError, ValueError):
         return []
+    names = [str(n) for n in left.get("names") or [] if isinstance(n, str)][:20]
+    named = f": {', '.join(names)}{' …' if count > len(names) else ''}" if names else ""
     return [f"{count} older checkpoint(s) of {run.id} ({size / 1e9:.2f} GB, steps "
-            f"{first}-{last}), never pulled: `rgt pull {box.name} {run.id} --checkpoints all` "
-            "first to keep them"]
+            f"{first}-{last}){named}, never pulled: `rgt pull {box.name} {run.id} "
+            "--checkpoints all` first to keep them"]
 
 
 def local_deletes(box: Box, runs: list[Run]) -> list[str]:

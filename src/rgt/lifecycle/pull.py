@@ -10,14 +10,18 @@ box said it should is a failure, not a warning. Checkpoints are checked by forma
 (`rgt.ckpt.formats`); one that is damaged on the box itself is named as a warning, since
 keeping the box would not save it.
 
-Of the job's checkpoint home a pull brings, by default, the newest checkpoint that verifies
-here (and every file of the home that is not a checkpoint: configs, tokenizers, a `latest`
-pointer); older checkpoints stay on the box unless asked for (`--checkpoints all` or `N`, the
-newest N). A checkpoint is a unit named with its step: an HF `checkpoint-500/` directory (any
-directory named with a step), an `rgt.ckpt` save with its sidecar, a `.ckpt`/`.pt`/
-`.safetensors` file named with one. One without a step in its name (`last.ckpt`, nanoGPT's
-`ckpt.pt`) cannot be ordered and always comes. What stays behind is recorded with the evidence,
-and `rgt down` lists it among what the teardown destroys.
+The job's checkpoint home belongs to every run of the job, declared in the spec or not (a
+trainer may write to `$RGT_CKPT_DIR` unasked): a pull fetches it whenever it holds files. Of
+it a pull brings, by default, the newest checkpoint that verifies here (and every file of the
+home that is not a checkpoint: configs, tokenizers, a `latest` pointer); older checkpoints stay
+on the box unless asked for (`--checkpoints all` or `N`, the newest N). Which checkpoint is
+newest, and what one checkpoint is, `rgt.ckpt.newest` says (the last written completely; a
+name's number orders only one attempt's saves); one with any damaged file is damaged, and the
+pull then brings the next older one too, and says so. One without a step in its name
+(`last.ckpt`, nanoGPT's `ckpt.pt`) cannot be ordered and always comes. What stays behind is
+recorded with the evidence, and `rgt down` names it among what the teardown destroys. A run
+whose home a later `rgt run --fresh` moved aside is pulled from where it went
+(`ckpt_aside`, recorded by `rgt.lifecycle.launch.prepare_home`).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rgt.ckpt import formats
+from rgt.ckpt import formats, newest
 from rgt.errors import UserError
 from rgt.lifecycle import interrupt
 from rgt.lifecycle.pushlist import RESULTS_DIR, run_workdirs
@@ -49,6 +53,7 @@ from rgt.lifecycle.untrusted import (
     open_inside,
     read_manifest,
     real_subdir,
+    shown,
     sweep_links,
     write_private,
 )
@@ -62,9 +67,12 @@ from rgt.transport import TransferStats, TransportError
 
 
 def layout_of(run: Run) -> Layout:
+    """Where the run lives on its box; its checkpoints where they are now: the job's home, or
+    where a later `rgt run --fresh` moved that home aside (`ckpt_aside`)."""
     durable = run.spec["durable_run_dir"]
     # runs launched before checkpoint homes kept theirs inside the durable run dir
-    return Layout(run.remote_dir, durable, run.spec.get("ckpt_home") or f"{durable}/ckpt")
+    return Layout(run.remote_dir, durable, run.spec.get("ckpt_aside")
+                  or run.spec.get("ckpt_home") or f"{durable}/ckpt")
 
 
 def default_dest(box: str, run_id: str) -> Path:
@@ -127,20 +135,18 @@ def output_patterns(run: Run) -> list[str]:
     """What the manifest must list, relative to the durable run dir (the job's checkpoint
     home is listed on its own: `home_to_fetch`)."""
     cells = (run.spec.get("platform_run") or {}).get("cells") or 0
-    if cells:  # a sweep: each cell's declared outputs by name, so a missing cell shows
-        ckpt = ["ckpt"] if run.spec.get("checkpoint_dir") else []
+    if cells:  # a sweep: each cell's declared outputs by name, so a missing cell shows; its
+        # checkpoint home, declared or not (one that holds nothing is only listed as missing)
         return [f"cells/{i}/{p}" for i in range(cells)
-                for p in [f"out/{o}" for o in run.spec.get("outputs", [])] + ckpt]
+                for p in [f"out/{o}" for o in run.spec.get("outputs", [])] + ["ckpt"]]
     return ["out"] if run.spec.get("outputs") else []
 
 
 def home_to_fetch(run: Run, layout: Layout) -> str | None:
-    """The job's checkpoint home, when the run declared one and it lies outside the durable
-    run dir (a sweep's cells keep theirs inside it)."""
-    if not run.spec.get("checkpoint_dir") or (run.spec.get("platform_run") or {}).get("cells"):
+    """The job's checkpoint home, fetched on its own as ckpt/ whether the spec declared it or
+    not (a sweep's cells keep theirs inside the durable run dir: `output_patterns`)."""
+    if (run.spec.get("platform_run") or {}).get("cells"):
         return None
-    if layout.ckpt == f"{layout.durable_run_dir}/ckpt" and not flat_outputs(run):
-        return None  # an old run's home inside its durable dir: fetched with it
     return layout.ckpt
 
 
@@ -157,7 +163,8 @@ def manifest_of(transport, root: str, remote: str, patterns: list[str], into: Pa
 
 def expected_of(run: Run, home_fetched: bool) -> list[tuple[str, str, str]]:
     """What a complete pull of RUN holds, from its spec: (label, directory in the pull, glob
-    under it) — each declared output, and the checkpoint home when one was declared."""
+    under it) — each declared output, and the checkpoint home when one was declared (an
+    undeclared home is fetched when it holds files, never expected to)."""
     outputs = [f"_abs{o}" if o.startswith("/") else o.rstrip("/")
                for o in run.spec.get("outputs") or []]
     cells = (run.spec.get("platform_run") or {}).get("cells") or 0
@@ -168,7 +175,7 @@ def expected_of(run: Run, home_fetched: bool) -> list[tuple[str, str, str]]:
                 for i in range(cells) for o in outputs] + ckpt
     expected = [(o, "", o) for o in outputs] if flat_outputs(run) else \
         [(f"out ({o})", "out/", o) for o in outputs]
-    if home_fetched:  # (an old run's ckpt/ inside its durable dir is fetched, not listed)
+    if home_fetched and run.spec.get("checkpoint_dir"):
         expected.append(("ckpt", "ckpt/", "*"))
     return expected
 
@@ -190,27 +197,9 @@ def checkpoints_flag(value: str | None) -> int | None:
                     "verifies, the default), all, or a number N of the newest to bring")
 
 
-_RGT_SAVE = re.compile(r"^ckpt-(\d{10,})\.(?:pt|json)$")  # rgt.ckpt's data file and sidecar
-_STEP_FILES = ("lightning", "torch", "safetensors")
-
-
-def checkpoint_unit(rel: str) -> tuple[str, int, bool] | None:
-    """(unit, step, is a directory) of the checkpoint that REL, a path in the checkpoint home,
-    belongs to; None for a file that is no ordered checkpoint (kept whatever is chosen). The
-    names come from the box: they only choose what to fetch, and what arrives is verified."""
-    parts = rel.split("/")
-    for i, part in enumerate(parts[:-1]):
-        step = formats.step_from_name(part)
-        if step is not None:  # checkpoint-500/, global_step500/: the outermost one
-            return "/".join(parts[: i + 1]), step, True
-    saved = _RGT_SAVE.match(parts[-1])
-    if saved:
-        return "/".join([*parts[:-1], f"ckpt-{saved.group(1)}"]), int(saved.group(1)), False
-    if formats.kind_of_name(parts[-1]) in _STEP_FILES:
-        step = formats.step_from_name(parts[-1])
-        if step is not None:
-            return rel, step, False
-    return None
+def checkpoint_unit(rel: str) -> newest.Unit | None:
+    """The checkpoint REL, a path in the checkpoint home, belongs to (`rgt.ckpt.newest`)."""
+    return newest.unit_of(rel)
 
 
 @dataclass
@@ -220,6 +209,11 @@ class _Unit:
     files: list[str] = field(default_factory=list)  # a file unit's own files (≤ 2)
     count: int = 0
     bytes: int = 0
+    mtimes: list[float | None] = field(default_factory=list)  # the box's, of its files
+
+    @property
+    def written(self) -> float | None:
+        return newest.written(self.mtimes)
 
 
 @dataclass
@@ -240,13 +234,16 @@ class CheckpointPlan:
             unit = units.setdefault(key, _Unit(step, is_dir))
             unit.count += 1
             unit.bytes += entry.bytes
+            unit.mtimes.append(entry.mtime)
             if not is_dir:
                 unit.files.append(entry.path.removeprefix(manifest.prefix))
         return cls(units, keep)
 
     @property
     def newest_first(self) -> list[str]:
-        return sorted(self.units, key=lambda k: (self.units[k].step, k), reverse=True)
+        """The units by `rgt.ckpt.newest`'s definition: the last written first."""
+        return newest.newest_first(self.units, key=lambda k: newest.order_key(
+            self.units[k].written, self.units[k].step, k))
 
     @property
     def kept(self) -> list[str]:
@@ -276,7 +273,11 @@ class CheckpointPlan:
         steps = [self.units[k].step for k in left]
         return {"count": len(left), "files": sum(self.units[k].count for k in left),
                 "bytes": sum(self.units[k].bytes for k in left), "newest": left[0],
-                "steps": [min(steps), max(steps)]}
+                "steps": [min(steps), max(steps)],
+                "names": [shown(k) for k in left[:NAMES_KEPT]]}  # box names, made printable
+
+
+NAMES_KEPT = 200  # checkpoints left on the box named in the evidence (`rgt down` lists them)
 
 
 class _LeftOut:
@@ -324,14 +325,41 @@ class _Leaving:
         return getattr(self._transport, name)
 
 
+def _verdicts_of(plan: CheckpointPlan, checked: list[dict[str, Any]]) -> dict[str, bool]:
+    """Unit key → whether it verified here, for the plan's units that were checked (a unit
+    with any damaged file is damaged: `_checkpoints` built each from all its files)."""
+    return {c["path"].removeprefix("ckpt/"): c["ok"] for c in checked
+            if c["path"].removeprefix("ckpt/") in plan.units}
+
+
 def _newest_failed(plan: CheckpointPlan, checked: list[dict[str, Any]]) -> bool:
     """Whether the kept checkpoints were checked here and none of them verified: then the
     next older one must come (the newest may have been cut short on the box)."""
-    kept = set(plan.kept)
-    verdicts = [c["ok"] for c in checked
-                if (unit := checkpoint_unit(c["path"].removeprefix("ckpt/"))) is not None
-                and unit[0] in kept]
-    return bool(verdicts) and not any(verdicts)
+    verdicts = _verdicts_of(plan, checked)
+    kept = [verdicts[k] for k in plan.kept if k in verdicts]
+    return bool(kept) and not any(kept)
+
+
+def fallback_note(plan: CheckpointPlan, checked: list[dict[str, Any]]) -> str | None:
+    """Say which checkpoint the pull fell back to when the newest ones were damaged."""
+    verdicts = _verdicts_of(plan, checked)
+    damaged: list[str] = []
+    for key in plan.kept:
+        if key not in verdicts:
+            continue
+        if verdicts[key]:
+            if not damaged:
+                return None
+            return (f"the newest checkpoint {damaged[0]} is damaged on the box (see the "
+                    f"warnings){' as are ' + ', '.join(damaged[1:]) if damaged[1:] else ''}; "
+                    f"also brought {shown(key)}, the newest intact one (step "
+                    f"{plan.units[key].step})")
+        damaged.append(shown(key))
+    if damaged:
+        return (f"no intact checkpoint in the job's checkpoint home: every one brought is "
+                f"damaged on the box ({', '.join(damaged[:5])}"
+                f"{' …' if len(damaged) > 5 else ''})")
+    return None
 
 
 def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = None,
@@ -408,12 +436,15 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
             return entry.path == box_record and entry.link is None
 
         home = None if from_scratch else home_to_fetch(run, layout)
-        plan = None
-        if home is not None:
+        declared = bool(run.spec.get("checkpoint_dir"))
+        plan, held = None, 0
+        if home is not None and _is_dir(transport, home):
             # the job's checkpoint home, shared by the chain of attempts: fetched as ckpt/
             listed = manifest_of(transport, home, f"{layout.run_dir}/CKPT_MANIFEST.jsonl",
                                  ["."], fetched, prefix="ckpt/")
-            plan = CheckpointPlan.of(listed, checkpoints)
+            held = sum(1 for _ in read_manifest(listed.source, listed.prefix))
+            if held or declared:
+                plan = CheckpointPlan.of(listed, checkpoints)
         # the platform brings the files; what arrived is checked here, not by it
         stats = platform.fetch(_Leaving(transport, [f"/{box_record}"]) if box_record
                                else transport, box, run, source, local, progress=progress)
@@ -439,11 +470,12 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
             report = verify_pulled(local, again, run_status=state["status"],
                                    outputs=run.spec.get("outputs"),
                                    expected=[] if from_scratch else
-                                   expected_of(run, home is not None),
+                                   expected_of(run, home is not None and declared),
                                    files_list=evidence / "PULL_FILES.jsonl")
             if plan is None or not plan.left or not _newest_failed(plan, report["checkpoints"]):
                 break
             plan.keep = (plan.keep or 0) + 1  # the newest did not verify: the next older too
+        fell_back = fallback_note(plan, report["checkpoints"]) if plan is not None else None
         logs = fetch_logs(store, transport, box.name, run, local)
         kept = keep_box_records(transport, source, fetched,
                                 [e for m in results for e in m.held])
@@ -454,6 +486,18 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
              "nothing was lost to a full disk) — check the job and its outputs patterns"
              ] if unmatched else []
     left = plan.summary() if plan is not None else None
+    if fell_back:
+        report["notes"].append(fell_back)
+    if plan is not None and not declared:
+        report["notes"].append(
+            f"the job's checkpoint home {home} holds {held} file(s), though the spec declares "
+            "no checkpoint_dir (the trainer wrote to $RGT_CKPT_DIR): pulled them as ckpt/")
+    if plan is not None and run.spec.get("ckpt_aside"):
+        report["notes"].append(
+            f"a later `rgt run --fresh` moved this run's checkpoint home aside: pulled "
+            f"ckpt/ from {home}")
+    report["home"] = {"path": home, "declared": declared, "files": held,
+                      "newest": shown(plan.newest_first[0]) if plan and plan.units else None}
     if left is not None:
         report["notes"].append(
             f"left {left['count']} older checkpoint(s) on the box ({left['bytes'] / 1e9:.2f} "
@@ -488,6 +532,11 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
                           "dest": str(local), "source": report["source"]},
                  box=box.name, run=run.id)
     return report
+
+
+def _is_dir(transport, path: str) -> bool:
+    """Whether PATH is a directory on the box (a home no launch made, an aside since gone)."""
+    return transport.run(f"test -d {shlex.quote(path)}", check=False, timeout=60).ok
 
 
 def keep_box_records(transport, source: str, into: Path, entries: list[Entry]
@@ -526,10 +575,10 @@ def fetch_logs(store: Store, transport, box: str, run: Run, local: Path) -> list
         if attempt.box != box or attempt.created > run.created:
             continue
         log = shlex.quote(f"{attempt.remote_dir}/log")
-        result = transport.run(f"tail -c {LOG_TAIL_BYTES} {log}", check=False, timeout=300)
-        if result.ok:
-            write_private(real_subdir(local, "logs") / f"{attempt.id}.log",
-                          result.stdout.encode())
+        result = transport.run(f"tail -c {LOG_TAIL_BYTES} {log}", check=False, timeout=300,
+                               limit=LOG_TAIL_BYTES)  # read no more than that (issue 28)
+        if result.ok:  # its bytes as they came (stdout would re-encode invalid UTF-8)
+            write_private(real_subdir(local, "logs") / f"{attempt.id}.log", result.data)
             fetched.append(attempt.id)
     return fetched
 
@@ -692,19 +741,64 @@ def _hash_fd(fd: int, buf: bytearray) -> tuple[int, str]:
 
 
 def _checkpoints(local: Path, verdicts: dict[str, formats.Verdict]) -> list[dict[str, Any]]:
-    """The pulled checkpoints as units: an HF checkpoint-N or DCP directory is one (built from
-    its files' verdicts, nothing checked twice), a .ckpt/.pt/rgt.ckpt file is one."""
-    units: list[dict[str, Any]] = []
-    dirs: dict[str, dict[str, formats.Verdict]] = {}
+    """The pulled checkpoints as units, each built from its files' verdicts (nothing checked
+    twice) and damaged when any of them is: in the checkpoint home (ckpt/) the units of
+    `rgt.ckpt.newest`, elsewhere an HF checkpoint-N, accelerate or DCP directory, or a
+    .ckpt/.pt/rgt.ckpt file that says its step."""
+    dirs: dict[str, dict[str, formats.Verdict]] = {}  # a directory unit → its files' verdicts
+    files: dict[str, list[tuple[str, formats.Verdict]]] = {}  # a file unit → its files
+    steps: dict[str, int] = {}
     for rel, verdict in verdicts.items():
+        unit = newest.unit_of(rel.removeprefix("ckpt/")) if rel.startswith("ckpt/") else None
         parent = str(Path(rel).parent)
-        if formats.kind_of(local / parent) in ("hf-checkpoint", "dcp"):
-            dirs.setdefault(parent, {})[Path(rel).name] = verdict
-        elif verdict.kind in ("rgt.ckpt", "lightning", "torch") and verdict.step is not None:
-            units.append({"path": rel, "kind": verdict.kind, "step": verdict.step,
-                          "ok": verdict.ok, "checked": list(verdict.checked), "note": ""})
-    for parent, parts in dirs.items():
-        whole = formats.check_dir(local / parent, hashed=True, parts=parts)
-        units.append({"path": parent, "kind": whole.kind, "step": whole.step, "ok": whole.ok,
-                      "checked": list(whole.checked), "note": whole.note})
+        if unit is not None and unit.is_dir:
+            key = f"ckpt/{unit.key}"
+        elif formats.kind_of(local / parent) in formats.DIR_KINDS:
+            key, unit = parent, None
+        else:
+            if unit is not None:
+                files.setdefault(f"ckpt/{unit.key}", []).append((rel, verdict))
+                steps[f"ckpt/{unit.key}"] = unit.step
+            elif verdict.kind in ("rgt.ckpt", "lightning", "torch") and verdict.step is not None:
+                files.setdefault(rel, []).append((rel, verdict))
+            continue
+        dirs.setdefault(key, {})[rel[len(key) + 1:]] = verdict
+        if unit is not None:
+            steps[key] = unit.step
+    units = [_file_unit(parts, steps.get(key)) for key, parts in files.items()]
+    units += [_dir_unit(local, key, parts, steps.get(key)) for key, parts in dirs.items()]
     return sorted(units, key=lambda u: (u["step"] is None, u["step"] or 0, u["path"]))
+
+
+def _file_unit(parts: list[tuple[str, formats.Verdict]], step: int | None) -> dict[str, Any]:
+    """A checkpoint file (with an rgt.ckpt save's sidecar, when it has one) as one unit."""
+    rel, main = next(((r, v) for r, v in parts if v.kind != "rgt.ckpt-sidecar"), parts[0])
+    bad = [v for _, v in parts if not v.ok]
+    return {"path": rel, "kind": main.kind, "step": main.step if main.step is not None
+            else step, "ok": not bad, "checked": list(main.checked),
+            "note": "; ".join(f"{v.path.name}: {v.note}" for v in bad) if main.ok else ""}
+
+
+def _dir_unit(local: Path, key: str, parts: dict[str, formats.Verdict], step: int | None
+              ) -> dict[str, Any]:
+    """A checkpoint directory as one unit: its layout checked (`formats.check_dir`) when it
+    is one rgt knows, and damaged when any file under it is."""
+    nested = [v for name, v in parts.items() if "/" in name]
+    if formats.kind_of(local / key) in formats.DIR_KINDS:
+        whole = formats.check_dir(local / key, hashed=True, parts={
+            name: v for name, v in parts.items() if "/" not in name})
+        kind, ok, checked, note = whole.kind, whole.ok, list(whole.checked), whole.note
+        step = whole.step if whole.step is not None else step
+    else:  # a directory named with a step, of no layout rgt knows: its files speak
+        kind, ok, checked = "directory", True, sorted({c for v in parts.values()
+                                                      for c in v.checked})
+        note = f"{len(parts)} checkpoint files verified"
+        nested = list(parts.values())
+    bad = [v for v in nested if not v.ok]
+    if bad:
+        said = "; ".join(formats.said_once((os.path.relpath(v.path, local / key), v.note)
+                                           for v in bad))
+        note = f"{note}; {said}" if not ok else said
+        ok = False
+    return {"path": key, "kind": kind, "step": step, "ok": ok, "checked": checked,
+            "note": note}

@@ -87,6 +87,7 @@ class Entry:
     bytes: int = 0
     sha256: str = ""
     link: str | None = None  # a symlink on the box: its target; it is not a file to hash
+    mtime: float | None = None  # when the box says it was written: orders checkpoints only
 
 
 @dataclass
@@ -171,7 +172,9 @@ class Manifest:
                 or not SHA256.fullmatch(digest):
             self.problems.append(f"manifest entry {shown(path)}: bytes or sha256 malformed")
             return None
-        return Entry(path, size, digest)
+        mtime = record.get("mtime")  # a claim that only orders checkpoints; bad ones unknown
+        good = type(mtime) in (int, float) and math.isfinite(mtime)
+        return Entry(path, size, digest, mtime=mtime if good else None)
 
     def _trailer(self, record: dict) -> None:
         missing = record.get("missing")

@@ -16,7 +16,7 @@ OUT_JSONL is JSON Lines, written atomically (tmp + fsync + rename) and streamed,
 million-file manifest is never one document in memory, here or on the laptop:
 
     {"manifest_version": 2, "created": ..., "host": ..., "root": ..., "patterns": [...]}
-    {"path": "out/a.bin", "bytes": 3, "sha256": "..."}      one line per file, sorted by path
+    {"path": "out/a.bin", "bytes": 3, "sha256": "...", "mtime": ...}  one line per file, by path
     {"path": "ckpt/latest", "link": "ckpt-5.pt"}
     {"end": true, "count": N, "total_bytes": B, "missing": [...], "seconds": S}
 
@@ -77,9 +77,13 @@ def records(root: str, patterns, exclude=()):
         if kind == "link":
             yield {"path": rel, "link": os.readlink(path)}
             continue
+        try:  # when it was written: the laptop orders checkpoints by it (rgt.ckpt.newest)
+            mtime = round(os.stat(path).st_mtime, 3)
+        except OSError:
+            mtime = None
         size, digest = sha256_file(path)
         count, total = count + 1, total + size
-        yield {"path": rel, "bytes": size, "sha256": digest}
+        yield {"path": rel, "bytes": size, "sha256": digest, "mtime": mtime}
     yield {"end": True, "count": count, "total_bytes": total, "missing": missing,
            "seconds": round(time.time() - started, 3)}
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import PurePosixPath
 from typing import Any
 
 from rgt.boxread import NUMBER, TEXT, checked
-from rgt.ckpt import formats
+from rgt.ckpt import newest
 
 EXIT_PREEMPTED = 85  # rgt.ckpt's documented exit code for "checkpointed on a signal, requeue me"
 CHECKPOINT_KINDS = ("rgt.ckpt", "lightning", "torch", "safetensors")
@@ -121,22 +120,10 @@ def training(log: dict[str, Any]) -> dict[str, Any]:
 
 
 def last_checkpoint(entries: list[dict[str, Any]] | None) -> dict[str, Any] | None:
-    """The newest checkpoint among the checkpoint home's entries (newest first, by mtime):
-    an HF checkpoint-N or DCP directory, or a checkpoint file; its step from its name."""
-    for entry in entries or []:
-        parts = PurePosixPath(str(entry.get("name") or "")).parts
-        if not parts:
-            continue
-        top = parts[0]
-        if formats.step_from_name(top) is not None and top.startswith(("checkpoint-", "step")):
-            return {"name": top, "step": formats.step_from_name(top), "mtime": entry["mtime"]}
-        name = parts[-1]
-        if entry.get("dir"):
-            continue
-        if formats.kind_of_name(name) in CHECKPOINT_KINDS:
-            return {"name": "/".join(parts), "step": formats.step_from_name(name),
-                    "mtime": entry["mtime"]}
-    return None
+    """The newest checkpoint among the checkpoint home's entries, by the one definition
+    `pull`, `resume` and `rgt ckpt ls` share (`rgt.ckpt.newest`: the last written; its step
+    from its name)."""
+    return newest.newest_listed(entries or [], CHECKPOINT_KINDS)
 
 
 def stop_line(summary: dict[str, Any]) -> str:
