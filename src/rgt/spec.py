@@ -35,7 +35,7 @@ from pydantic import (
     model_validator,
 )
 
-from rgt import skytask
+from rgt import skytask, yaml12
 from rgt.errors import UserError
 
 GPU_CONSTRAINT = re.compile(r"^(?P<model>[A-Za-z0-9_\-]+)(?::(?P<count>\d+))?$")
@@ -372,7 +372,7 @@ def _require_names(names, message: str) -> None:
 def load_spec(path: Path) -> JobSpec:
     """Read and validate a job spec; the workdir is resolved relative to the file."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml12.load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"job spec {path} does not exist") from None
     except IsADirectoryError:

@@ -191,6 +191,10 @@ def run_cmd(
         "--detach", "-d", help="Return once the run has started instead of following its "
                                "log (the default when stdout is not a terminal).")] = False,
     streams: StreamsOpt = None,
+    skip_resource_check: Annotated[bool, typer.Option(
+        "--skip-resource-check", help="Run without measuring the spec's resources (gpu, "
+                                      "cpus, mem, disk, nodes) against the box; the run's "
+                                      "record says so.")] = False,
 ) -> None:
     """Push the workdir, send secrets on stdin, start the job detached, and follow its log.
 
@@ -202,11 +206,13 @@ def run_cmd(
     store = Store()
     spec = load_spec(spec_file)
     if dry_run:
-        print(render_mod.dry_run(store, name, spec, after=after), end="")
+        print(render_mod.dry_run(store, name, spec, after=after,
+                                 skip_resource_check=skip_resource_check), end="")
         return
     with transfer_bar("push") as on_progress:
         run, notes = launch.launch(store, name, spec, after=after, fresh=fresh,
-                                   progress=on_progress, streams=fixed)
+                                   progress=on_progress, streams=fixed,
+                                   skip_resource_check=skip_resource_check)
     grace = load_profile(store.box(name).profile).facts.spot_grace
     notes += save_hints.hints(spec.workdir, None if grace == "n/a" else grace)
     for note in notes:

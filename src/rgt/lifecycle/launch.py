@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from rgt.errors import UserError
 from rgt.hostos import exclusive_lock
-from rgt.lifecycle import census, intent, interrupt
+from rgt.lifecycle import census, fit, intent, interrupt
 from rgt.lifecycle.pushlist import push_excludes
 from rgt.lifecycle.ship import ship_library
 from rgt.lifecycle.watch import refresh
@@ -74,6 +74,7 @@ def refuse_unlaunchable(box: Box, platform: Platform, spec: JobSpec, after: str 
     if box.state != "up":
         raise UserError(f"box {box.name!r} is down; register a new one with `rgt up`")
     refuse_foreign_sections(platform, spec)
+    fit.refuse_tpu(spec)
     if (spec.grid or after) and not hasattr(platform, "dependency_on"):
         what = "a sweep (`grid`)" if spec.grid else "--after"
         raise UserError(f"{what} needs a scheduler (the slurm profile's job arrays and "
@@ -90,7 +91,8 @@ def job_setup(profile: Profile, spec: JobSpec) -> tuple[str, list[str]]:
 
 def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = None,
            progress=None, fresh: bool = False, resumes: Run | None = None,
-           code_from: str | None = None, streams: int = 0) -> tuple[Run, list[str]]:
+           code_from: str | None = None, streams: int = 0,
+           skip_resource_check: bool = False) -> tuple[Run, list[str]]:
     """Push, hand over secrets, start detached. Returns the run and any notes for the user.
 
     `after` names an earlier run of the same box: this one starts only once that one
@@ -100,7 +102,8 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
     finds checkpoints from an unfinished run of the job on this box continues that run.
     `code_from` is a code snapshot already on the box (the resumed run's), copied instead of
     pushing the workdir. `streams` fixes the push's parallel connections (0: chosen from the
-    link).
+    link). `skip_resource_check` runs without measuring the spec's resources against the box
+    (`rgt.lifecycle.fit`); the run's record says so, and a resume of it inherits the choice.
     """
     box = store.box(box_name)
     profile = load_profile(box.profile)
@@ -120,13 +123,20 @@ def launch(store: Store, box_name: str, spec: JobSpec, *, after: str | None = No
                         "right now; wait for it, then `rgt watch` its run"):
         return _launch_locked(store, box, spec, profile, platform, dependency,
                               notes, setup, secret_bytes, progress=progress, fresh=fresh,
-                              resumes=resumes, code_from=code_from, streams=streams)
+                              resumes=resumes, code_from=code_from, streams=streams,
+                              skip_resources=skip_resource_check or skipped_before(resumes))
+
+
+def skipped_before(resumes: Run | None) -> bool:
+    """Whether the attempt being resumed ran with --skip-resource-check."""
+    check = (resumes.spec.get("resources_check") if resumes else None) or {}
+    return bool(check.get("skipped"))
 
 
 def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, platform: Platform,
                    dependency, notes: list[str], setup, secret_bytes: bytes, *,
                    progress, fresh: bool, resumes: Run | None, code_from: str | None,
-                   streams: int = 0) -> tuple[Run, list[str]]:
+                   streams: int = 0, skip_resources: bool = False) -> tuple[Run, list[str]]:
     run_id = new_run_id(spec.name)
     layout = Layout.of(box, run_id, spec)
     spec = spec.model_copy(update={"setup": setup})
@@ -137,7 +147,7 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
                  "attempt": (resumes.spec.get("attempt") or 1) + 1 if resumes else 1}
         run = Run(id=run_id, box=box.name, job=spec.name, remote_dir=layout.run_dir,
                   spec={**spec.model_dump(mode="json"), "durable_run_dir": layout.durable_run_dir,
-                        "detach": detach, **chain, **extra},
+                        "detach": detach, **chain, **checked, **extra},
                   status=status, exit_code=None, created=now, updated=now)
         if store.find_run(run_id) is None:
             store.add_run(run)
@@ -152,10 +162,17 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
         transport.streams = streams
     pushing = False  # from here until the platform has the job, RUN_DIR is only ours
     run = None
+    checked: dict = {}
     try:
         refuse_second_launch(store, box, spec, transport)
         census.refuse_strays(store, box, transport, platform, f"rgt run of job {spec.name!r}",
                              ckpt_home=layout.ckpt)
+        # the spec's resources against this box, measured before anything is sent
+        fitted = fit.check(platform, box, spec, lambda: transport, skip=skip_resources)
+        checked = {"resources_check": fitted.record()}
+        if fitted.unchecked:
+            notes.append(f"not checked against {box.name}: {', '.join(fitted.unchecked)} "
+                         "(a running machine has what it was rented with)")
         home = prepare_home(transport, layout.ckpt, fresh=fresh)
         notes += home.notes
         if resumes is None and home.files and not spec.grid:

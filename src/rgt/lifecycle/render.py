@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from rgt.errors import UserError
+from rgt.lifecycle import fit
 from rgt.lifecycle.boxes import resources_from
 from rgt.lifecycle.launch import job_setup, new_run_id, refuse_unlaunchable
 from rgt.lifecycle.pushlist import push_excludes
@@ -70,6 +71,7 @@ def render(spec: JobSpec, profile: str, *, data_dir: str | None = None,
            options: dict[str, Any] | None = None) -> str:
     """`rgt render JOB.yaml --profile P`: no box, no cluster, nothing contacted."""
     platform = renderer(profile, spec)
+    fit.refuse_tpu(spec)
     if (options or {}).get("image") and "image" not in platform.supports:
         raise UserError(f"--image does not apply to --profile {profile}: its boxes run the "
                         "image the platform gives them")
@@ -78,16 +80,33 @@ def render(spec: JobSpec, profile: str, *, data_dir: str | None = None,
     return platform.render(box, spec, new_run_id(spec.name))
 
 
-def dry_run(store: Store, box_name: str, spec: JobSpec, *, after: str | None = None) -> str:
+def dry_run(store: Store, box_name: str, spec: JobSpec, *, after: str | None = None,
+            skip_resource_check: bool = False) -> str:
     """`rgt run BOX JOB.yaml --dry-run`: what `rgt run` would submit on that box, or what its
-    on-box runner would be given; nothing is sent."""
+    on-box runner would be given; nothing is sent. The spec's resources are checked as `rgt
+    run` checks them: on a one-machine box that measures it (read-only, one round trip)."""
     box = store.box(box_name)
     platform = platform_for(box.profile)
     refuse_unlaunchable(box, platform, spec, after)  # what `rgt run` would refuse
     if not hasattr(platform, "render"):
-        return runner_plan(store, box, platform, spec)
+        fitted = _measured_fit(platform, box, spec, skip_resource_check)
+        return runner_plan(store, box, platform, spec) + "".join(
+            line + "\n" for line in fitted.lines())
     dependency = platform.dependency_on(store.run(box.name, after)) if after else None
     return platform.render(box, spec, new_run_id(spec.name), dependency=dependency)
+
+
+def _measured_fit(platform: Platform, box: Box, spec: JobSpec, skip: bool) -> fit.Fit:
+    transports = []
+
+    def connect():
+        transports.append(platform.connect(box))
+        return transports[-1]
+    try:
+        return fit.check(platform, box, spec, connect, skip=skip)
+    finally:
+        for transport in transports:
+            transport.close()
 
 
 SHOWN_FILES = 30  # the largest files the plan lists by name; the rest are counted

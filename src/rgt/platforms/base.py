@@ -317,6 +317,9 @@ class Platform(ABC):
     # whether rgt's runner runs in the box's own shell, so `probe.py --census` there names
     # every live run, recorded or not (rgt.lifecycle.census)
     census: bool = False
+    # whether the platform maps a spec's `resources` to each job itself (a scheduler's
+    # request); otherwise the box is one machine and `rgt run` measures it (lifecycle.fit)
+    per_job_resources: bool = False
 
     def __init__(self, profile: str | None = None) -> None:
         self.profile = profile or self.name

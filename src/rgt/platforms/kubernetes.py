@@ -93,6 +93,7 @@ class ImageRefused(UserError):
 class KubernetesPlatform(Platform):
     name = "kubernetes"
     supports = frozenset({"gpu", "cpus", "mem", "disk", "image", "time"})
+    per_job_resources = True  # each job asks the scheduler for its own resources
     spec_sections = frozenset({"kubernetes"})
 
     # ------------------------------------------------------------------ reaching it

@@ -1011,6 +1011,7 @@ class SlurmPlatform(SshPlatform):
 
     name = "slurm"
     supports = frozenset({"gpu", "cpus", "mem", "time", "nodes"})
+    per_job_resources = True  # each job asks the scheduler for its own resources
     spec_sections = frozenset({"slurm"})
 
     def register(self, store: Store, request: Request) -> Box:
