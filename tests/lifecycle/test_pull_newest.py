@@ -161,3 +161,61 @@ def test_a_cancelled_run_pulls_its_undeclared_home_before_down_goes(cli, tmp_pat
     assert pulled.read_bytes() == (home_of(cli) / "model_state.pth").read_bytes()
     assert report["counts"]["files"] == 1
     cli.ok("down", "box", "--yes")
+
+
+WRITES_ITS_RUN = """\
+import os
+with open(os.path.join(os.environ["RGT_CKPT_DIR"], "model_state.pth"), "w") as f:
+    f.write(os.environ["RGT_RUN_ID"])
+"""
+
+
+def test_after_fresh_an_earlier_run_pulls_its_moved_aside_home(cli, tmp_path):
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "train.py").write_text(WRITES_ITS_RUN)
+    spec = write_job(tmp_path / "job", run="python3 train.py")
+    cli.ok("up", "box")
+    runs = []
+    for fresh in ((), ("--fresh",), ("--fresh",)):  # two moves aside, maybe in one second
+        runs.append(cli.ok("run", "box", str(spec), "-d", *fresh).stdout.strip()
+                    .splitlines()[-1])
+        cli.ok("watch", "box", runs[-1], "--until-done", "--timeout", "60")
+    for run_id in runs:
+        dest = tmp_path / run_id
+        report = json.loads(cli.ok("pull", "box", run_id, "--dest", str(dest), "--json")
+                            .stdout)["pull"]
+        assert report["ok"], report["problems"]
+        # each run's own checkpoints, not the home the next --fresh run started over in
+        assert (dest / "ckpt" / "model_state.pth").read_text() == run_id, run_id
+        moved = any("moved this run's checkpoint home aside" in n for n in report["notes"])
+        assert moved == (run_id != runs[-1]), report["notes"]
+    homes = [p.name for p in home_of(cli).parent.iterdir() if p.name.startswith("ckpt")]
+    assert len(homes) == 3, homes  # the home and two asides
+    cli.ok("down", "box", "--yes")
+
+
+def test_fresh_never_moves_a_home_into_an_aside_of_the_same_second(tmp_path):
+    """Two `--fresh` in one second name the same aside: `mv` would move the home inside the
+    first one (and its runs would pull the wrong tree). The second gets -2."""
+    import time
+
+    from rgt.lifecycle.launch import prepare_home
+    from rgt.store import Box, Run, Store
+    from rgt.transport import LocalTransport
+
+    store = Store(tmp_path / "state.db")
+    box = Box("box", "local", {}, str(tmp_path), str(tmp_path), None, "up", time.time() - 9)
+    store.add_box(box)
+    home = tmp_path / "ckpt"
+    home.mkdir()
+    (home / "w.pt").write_text("first")
+    now = time.time()
+    for ahead in range(3):  # whatever second the move lands in, its plain name is taken
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now + ahead))
+        (tmp_path / f"ckpt.before-{stamp}").mkdir()
+    store.add_run(Run("r1", "box", "job", str(tmp_path / "r1"), {"ckpt_home": str(home)},
+                      "failed", 1, now, now))
+    notes = prepare_home(LocalTransport(), str(home), fresh=True, store=store, box=box).notes
+    aside = store.run("box", "r1").spec["ckpt_aside"]
+    assert aside.endswith("-2") and (Path(aside) / "w.pt").read_text() == "first", aside
+    assert any(aside in n for n in notes) and home.is_dir() and not any(home.iterdir())

@@ -173,7 +173,7 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
         if fitted.unchecked:
             notes.append(f"not checked against {box.name}: {', '.join(fitted.unchecked)} "
                          "(a running machine has what it was rented with)")
-        home = prepare_home(transport, layout.ckpt, fresh=fresh)
+        home = prepare_home(transport, layout.ckpt, fresh=fresh, store=store, box=box)
         notes += home.notes
         if resumes is None and home.files and not spec.grid:
             resumes = unfinished_attempt(store, box, spec.name)
@@ -242,18 +242,27 @@ class Home:
     notes: list[str]
 
 
-def prepare_home(transport: Transport, home: str, *, fresh: bool) -> Home:
+def prepare_home(transport: Transport, home: str, *, fresh: bool, store: Store | None = None,
+                 box: Box | None = None) -> Home:
     """Create the checkpoint home and say what is in it; with `fresh`, move its contents
-    aside first (a week of checkpoints is never deleted by a flag)."""
+    aside first (a week of checkpoints is never deleted by a flag), and record where on
+    the earlier runs of BOX that used it (`record_aside`), so their pulls find them."""
     quoted = shlex.quote(home)
     notes = []
     if fresh:
         aside = f"{home}.before-{time.strftime('%Y%m%d-%H%M%S')}"
+        # a name already taken (two --fresh in one second) gets -2, -3 …: mv would move the
+        # home into it
         moved = transport.run(
-            f'if [ -n "$(ls -A {quoted} 2>/dev/null)" ]; then mv {quoted} {shlex.quote(aside)} '
-            "&& echo moved; fi", timeout=60)
-        if moved.stdout.strip() == "moved":
+            f'if [ -n "$(ls -A {quoted} 2>/dev/null)" ]; then n=1; to={shlex.quote(aside)}; '
+            f'while [ -e "$to" ]; do n=$((n+1)); to={shlex.quote(aside)}-$n; done; '
+            f'mv {quoted} "$to" && echo "moved $n"; fi', timeout=60)
+        said = moved.stdout.strip().split()
+        if len(said) == 2 and said[0] == "moved" and said[1].isdecimal():
+            aside += f"-{said[1]}" if said[1] != "1" else ""
             notes.append(f"--fresh: moved the job's old checkpoints aside to {aside}")
+            if store is not None and box is not None:
+                record_aside(store, box, home, aside)
     # newest first; the count and the name are only shown, never trusted as paths
     listing = transport.run(
         f"mkdir -p {quoted} && find {quoted} -type f | wc -l && ls -t {quoted} | head -n 1",
@@ -264,6 +273,16 @@ def prepare_home(transport: Transport, home: str, *, fresh: bool) -> Home:
         notes.append(f"resuming: the job's checkpoint home {home} holds {files} file(s), newest "
                      f"{newest!r}; start over with --fresh")
     return Home(files, newest, notes)
+
+
+def record_aside(store: Store, box: Box, home: str, aside: str) -> None:
+    """Each earlier run of BOX whose checkpoints were in HOME (and not moved before) has them
+    in ASIDE now: `rgt pull` of it fetches them from there (`ckpt_aside`), not the home a
+    later run starts over in."""
+    for run in store.runs(box.name):  # (not the run being launched: it is live)
+        if run.spec.get("ckpt_home") == home and not run.spec.get("ckpt_aside") \
+                and run.status not in LIVE:
+            store.update_run(run.id, spec={**run.spec, "ckpt_aside": aside})
 
 
 def unfinished_attempt(store: Store, box: Box, job: str) -> Run | None:

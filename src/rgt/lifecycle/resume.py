@@ -80,7 +80,8 @@ def carry_checkpoints(store: Store, box: Box, run: Run, target: Box, spec: JobSp
     home = checkpoint_home(target, spec)
     transport = connect(target)
     try:
-        notes = prepare_home(transport, home, fresh=True).notes  # never mix two histories
+        # never mix two histories; earlier runs of the job there keep theirs, aside
+        notes = prepare_home(transport, home, fresh=True, store=store, box=target).notes
         transport.put(local, home, progress=progress)
     finally:
         transport.close()
