@@ -219,3 +219,40 @@ def test_fresh_never_moves_a_home_into_an_aside_of_the_same_second(tmp_path):
     aside = store.run("box", "r1").spec["ckpt_aside"]
     assert aside.endswith("-2") and (Path(aside) / "w.pt").read_text() == "first", aside
     assert any(aside in n for n in notes) and home.is_dir() and not any(home.iterdir())
+
+
+EXITS_1_ON_SIGTERM = """\
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # torchrun's, accelerate's answer
+with open(os.path.join(os.environ["RGT_CKPT_DIR"], "model_state.pth"), "wb") as f:
+    f.write(os.urandom(2048))
+print("training", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_a_stopped_run_pulls_what_exists_names_what_it_never_wrote_and_down_goes(cli,
+                                                                                  tmp_path):
+    import os
+    import signal
+
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "train.py").write_text(EXITS_1_ON_SIGTERM)
+    spec = write_job(tmp_path / "job", run="python3 train.py", outputs=["out/final.pt"])
+    cli.ok("up", "box")
+    run_id = cli.ok("run", "box", str(spec), "-d").stdout.strip().splitlines()[-1]
+    run_dir = cli.home / "boxes" / "box" / "scratch" / "rgt" / run_id
+    wait_for(lambda: (run_dir / "log").exists() and "training" in (run_dir / "log").read_text()
+             and cli.state(run_dir).get("pgid"), timeout=60)
+    os.killpg(cli.state(run_dir)["pgid"], signal.SIGTERM)  # a platform's stop notice
+    watched = cli("watch", "box", run_id, "--until-done", "--timeout", "60")
+    assert "stopped" in watched.stdout, watched.stdout + watched.stderr
+    report = json.loads(cli.ok("pull", "box", run_id, "--dest", str(tmp_path / "r"),
+                               "--json").stdout)["pull"]
+    assert report["ok"] and report["run_status"] == "stopped", report
+    assert (tmp_path / "r" / "ckpt" / "model_state.pth").is_file()
+    assert run_id in report["logs"]
+    assert any(w.startswith("out/final.pt: declared, but nothing") and "ended stopped" in w
+               for w in report["warnings"]), report["warnings"]
+    cli.ok("down", "box", "--yes")
