@@ -408,7 +408,7 @@ def logs(name: BoxArg, run_id: RunArg = None,
     store = Store()
     box = store.box(name)
     text = watch_mod.read_log(box, store.run(box.name, run_id), tail, cell, raw=raw)
-    if isinstance(text, bytes):
+    if isinstance(text, (bytes, bytearray)):
         sys.stdout.flush()
         sys.stdout.buffer.write(text)
         sys.stdout.buffer.flush()
@@ -482,8 +482,18 @@ def down(
     """Stop the meter — only after every run is pulled and verified (the Iron Law)."""
     store = Store()
     plan = down_mod.plan_down(store, name)
+    if plan.resumed is not None:  # a `down` cut short: finish that teardown, confirmed then
+        console.print(escape(down_mod.down_journal.resuming_line(plan.resumed)))
+        outcome = down_mod.execute_down(store, plan, discarded=plan.resumed.plan["discarded"])
+        console.print(f"[green]✓[/] {name} is down: {escape(outcome)}")
+        for billing in store.box(name).extra.get("still_billing") or []:
+            console.print(f"[yellow]still billing:[/] {escape(billing)}")
+        return
     if not plan.safe and not discard_results:
         refused = down_mod.refusal(plan)
+        if plan.unreachable:  # what the box said instead of an answer (garbage, a timeout)
+            refused = down_mod.IronLawRefusal(f"{refused} (the box's answer: "
+                                              f"{plan.unreachable})")
         if as_json:
             print_json("down", box=name, refused=True, reason=str(refused), live=plan.live,
                        unverified=plan.unverified, unreachable=plan.unreachable or None)

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rgt.boxread import BoxGarbage, too_deep
 from rgt.errors import UserError
 
 MAX_PATH = 4096  # PATH_MAX on Linux; longer names cannot be files here anyway
@@ -114,7 +115,7 @@ class Manifest:
             raise UserError(f"cannot read the manifest fetched from the box ({self.source}): "
                             f"{exc.strerror}") from None
         try:
-            header = _record(handle.readline(), 1)
+            header = _record(handle.readline(MAX_LINE + 1), 1)
             if not isinstance(header, dict) or header.get("manifest_version") != \
                     MANIFEST_VERSION:
                 self.problems.append(f"{self.prefix or 'manifest'}: not an rgt manifest "
@@ -122,7 +123,10 @@ class Manifest:
                 return
             created = header.get("created")
             self.created = created if isinstance(created, (int, float)) else None
-            for number, raw in enumerate(handle, start=2):
+            # a line is read up to MAX_LINE + 1 bytes and no further: a 500 MB line is
+            # refused after reading 8.7 KB of it, not after holding it whole
+            for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE + 1), b""),
+                                         start=2):
                 if ended:
                     self.problems.append(f"manifest line {number}: data after its end")
                     return
@@ -187,6 +191,9 @@ def _record(raw: bytes, number: int) -> dict | str:
         return f"manifest line {number}: longer than {MAX_LINE} bytes"
     try:  # rgt's manifests are UTF-8 (ASCII, in fact): no encoding sniffing per line
         value = _DECODE(raw.decode("utf-8"))
+        too_deep(value, f"manifest line {number}", 4)  # an entry is one flat object
+    except (RecursionError, BoxGarbage):
+        return f"manifest line {number}: nested too deep to be a manifest entry"
     except (ValueError, UnicodeDecodeError):
         return f"manifest line {number}: not JSON"
     return value if isinstance(value, dict) else f"manifest line {number}: not an object"

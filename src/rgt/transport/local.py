@@ -71,7 +71,9 @@ def run_bytes(argv: Sequence[str], *, stdin: bytes | None, timeout: float,
         size = err.seek(0, os.SEEK_END)
         err.seek(max(0, size - STDERR_KEEP))
         rc = TRUNCATED if limit is not None and len(out) > limit else proc.returncode
-        return rc, out[:limit], err.read().decode(errors="replace")
+        if rc == TRUNCATED:
+            del out[limit:]  # (in place: a bytearray)
+        return rc, out, err.read().decode(errors="replace")
 
 
 TRUNCATED = -1000  # run_local's return code for a command whose stdout passed its limit
@@ -86,28 +88,26 @@ def _read_capped(proc: subprocess.Popen[bytes], stdin: bytes | None, timeout: fl
     if stdin is not None:
         feeder = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
         feeder.start()
-    chunks: list[bytes] = []
-    size = 0
+    out = bytearray()  # grown in place: no list of pieces joined into a second copy
     fd = proc.stdout.fileno()  # type: ignore[union-attr]
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
-        while size <= limit:
+        while len(out) <= limit:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise subprocess.TimeoutExpired(proc.args, timeout)
             if not selector.select(left):
                 continue
-            data = os.read(fd, min(1 << 16, limit + 1 - size))
+            data = os.read(fd, min(1 << 16, limit + 1 - len(out)))
             if not data:
                 break
-            chunks.append(data)
-            size += len(data)
-    if size > limit:
+            out += data
+    if len(out) > limit:
         _kill_group(proc)
     else:
         proc.wait(max(0.1, deadline - time.monotonic()))
     proc.stdout.close()  # type: ignore[union-attr]
-    return b"".join(chunks)
+    return out
 
 
 def _feed(pipe, data: bytes) -> None:
