@@ -5,8 +5,13 @@ Every `UserError` raised below ends here as one line on stderr and its exit code
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
+import signal
 import sys
+import threading
+from typing import NoReturn
 
 import typer
 from rich.text import Text
@@ -50,9 +55,20 @@ def main() -> None:
     # only our own errors come back out of it.
     try:
         hostos.check_supported()  # native Windows: one line saying to use WSL, for every verb
+        _verbs_handle_ctrl_c()
         app()
+    except KeyboardInterrupt:  # between the handler and Typer's own catch, or after it
+        _exit_interrupted(f"{_this_verb()} stopped (Ctrl-C)")
+    except SystemExit as done:
+        # Typer turns a Ctrl-C that no verb explained into a silent exit 130; say it in a line.
+        if done.code == EXIT_INTERRUPTED and _from_ctrl_c(done):
+            _exit_interrupted(f"{_this_verb()} stopped (Ctrl-C)")
+        raise
     except UserError as err:
-        _say(_verb_named(str(err)) if isinstance(err, BoxGarbage) else str(err))
+        message = _verb_named(str(err)) if isinstance(err, BoxGarbage) else str(err)
+        if err.exit_code == EXIT_INTERRUPTED:  # rgt.lifecycle.interrupt's, after its cleanup
+            _exit_interrupted(message)
+        _say(message)
         sys.exit(err.exit_code)
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -62,6 +78,37 @@ def main() -> None:
              "there (df -h and df -i) and run the command again; files rgt writes are "
              "written whole or not at all")
         sys.exit(2)
+
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C'd command
+
+
+def _verbs_handle_ctrl_c() -> None:
+    """Python's KeyboardInterrupt from here on, in place of the entry's "stopped before it
+    started" (rgt/__main__.py): every verb cleans up after a Ctrl-C its own way. A SIGINT the
+    parent shell ignored (a background job) stays ignored, as Python itself leaves it."""
+    if threading.current_thread() is threading.main_thread() \
+            and getattr(signal.getsignal(signal.SIGINT), "before_the_verb", False):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _exit_interrupted(message: str) -> NoReturn:
+    """The Ctrl-C line, then exit 130 without Python's finalization. CPython (3.11 at least)
+    remembers a KeyboardInterrupt that met a string being exec'd (dataclasses and pydantic
+    build their classes so, while a verb's module imports) even once it was caught, and at a
+    normal exit kills itself with SIGINT instead of returning 130. The verb has cleaned up by
+    now; only our own buffered output is left, and it is flushed first."""
+    _say(message)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _from_ctrl_c(done: SystemExit) -> bool:
+    """Whether this exit is Typer's for a KeyboardInterrupt (its Exit(130) raised from it)."""
+    cause = done.__context__
+    return cause is not None and isinstance(cause.__cause__, KeyboardInterrupt)
 
 
 def _say(message: str) -> None:
@@ -74,6 +121,11 @@ def _say(message: str) -> None:
 
 def _verb_named(message: str) -> str:
     """A garbage answer's line, saying which verb asked: `rgt watch: box b: …`."""
+    verb = _this_verb()
+    return f"{verb}: {message}" if verb != "rgt" else message
+
+
+def _this_verb() -> str:
+    """`rgt watch`, `rgt ckpt ls`, or `rgt` when no verb was named."""
     words = [w for w in sys.argv[1:3] if not w.startswith("-")]
-    verb = " ".join(words[:2]) if words[:1] == ["ckpt"] else " ".join(words[:1])
-    return f"rgt {verb}: {message}" if verb else message
+    return " ".join(["rgt", *(words[:2] if words[:1] == ["ckpt"] else words[:1])])
