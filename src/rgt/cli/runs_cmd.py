@@ -18,6 +18,7 @@ from rgt.lifecycle import cancel as cancel_mod
 from rgt.lifecycle import resume as resume_mod
 from rgt.lifecycle.watch import refresh
 from rgt.store import LIVE, Run, Store
+from rgt.textsafe import terminal_text
 
 
 def run_row(store: Store, run: Run) -> dict:
@@ -69,8 +70,9 @@ def _print_runs(rows: list[dict]) -> None:
     for row in rows:
         arrows = (" ←" if row["resumes"] else "") + (" →" if row["resumed_by"] else "")
         status = row["status"] + (f" ({row['exit_code']})" if row["exit_code"] else "")
-        cells.append([row["id"], row["box"], row["job"], status, f"{row['attempt']}{arrows}",
-                      duration(row["age_s"]), row["pulled"] or "-"])
+        cells.append([terminal_text(c) for c in (  # a status is the box's word: sanitised
+            row["id"], row["box"], row["job"], status, f"{row['attempt']}{arrows}",
+            duration(row["age_s"]), row["pulled"] or "-")])
     widths = [max(len(c[i]) for c in [header, *cells]) for i in range(len(header))]
     room = console.width - sum(widths[1:]) - 2 * len(widths[1:])
     widths[0] = max([3] + [len(c[0]) for c in cells if len(c[0]) <= room])

@@ -14,7 +14,7 @@ from rich.live import Live
 from rich.text import Text
 
 from rgt.cli import app, termplot
-from rgt.cli.console import console, duration, err_console, escape, print_json
+from rgt.cli.console import console, duration, err_console, escape, print_json, safe_text
 from rgt.errors import UserError
 from rgt.lifecycle import metrics as metrics_mod
 from rgt.lifecycle import top as top_mod
@@ -140,16 +140,16 @@ def _box_row(line) -> tuple[Text, Text, str, Text]:
 
 
 def _run_row(box: str, run: top_mod.RunRow) -> tuple[Text, Text, str, Text]:
-    detail = Text(run.progress)
+    detail = safe_text(run.progress)  # the box's log and state: sanitised
     if run.checkpoint_age_s is not None:
         detail.append(f"{' · ' if run.progress else ''}ckpt {duration(run.checkpoint_age_s)} "
                       "ago")
     if run.note:
-        detail = Text(run.note, style="yellow")
+        detail = safe_text(run.note, style="yellow")
     elif run.status not in LIVE and not run.pulled:
         detail = Text.assemble((f"rgt pull {box} {run.id}", "bold"),
                                *((" · ", detail) if detail else ()))
-    status = Text(run.status, style=STATUS_STYLE.get(run.status, "red"))
+    status = safe_text(run.status, style=STATUS_STYLE.get(run.status, "red"))
     return Text(f" └ {run.id}"), status, duration(run.age_s), detail
 
 
@@ -219,7 +219,7 @@ def plot(
         where = "the box" if data.source == "box" else data.source
         console.print(Text(f"{data.box} · {data.run} · read from {where}", style="dim"))
     for note in data.notes:
-        err_console.print(Text(f"note: {note}", style="yellow"))
+        err_console.print(safe_text(f"note: {note}", style="yellow"))
     if png is not None:
         from rgt.cli import pngplot
 

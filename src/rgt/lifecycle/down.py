@@ -321,7 +321,7 @@ def _stop_live_runs(store: Store, box: Box) -> None:
                         "print(json.load(open(sys.argv[1]))"
                         f".get(\"pid\") or \"\")' {state_file}); "
                         f"[ -n \"$pid\" ] && kill -TERM -- -$pid 2>/dev/null; true",
-                        check=False, timeout=30)
+                        check=False, timeout=30, limit=4096)  # says nothing; read no more
                 except UserError:
                     transport.close()
                     transport = None  # gone quiet: do not wait on it for every run

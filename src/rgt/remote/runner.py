@@ -10,6 +10,7 @@ import json
 import shlex
 import time
 
+from rgt.boxread import MAX_ANSWER, BoxGarbage, box_json, checked
 from rgt.errors import UserError
 from rgt.onbox import script_source
 from rgt.profiles import Profile
@@ -64,13 +65,19 @@ def wait_for_state(transport: Transport, layout: Layout, timeout: float = 30) ->
     path = shlex.quote(f"{layout.run_dir}/state.json")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        result = transport.run(f"cat {path} 2>/dev/null", check=False, timeout=30)
-        if result.ok and result.stdout.strip():
+        result = transport.run(f"cat {path} 2>/dev/null", check=False, timeout=30,
+                               limit=MAX_ANSWER)
+        if result.truncated or result.ok and result.stdout.strip():
             try:
-                return json.loads(result.stdout)
-            except json.JSONDecodeError:
-                pass  # caught between write and rename on a filesystem without atomic replace
+                return checked(box_json(result.stdout, "the run's state.json",
+                                        truncated=result.truncated), {}, "the run's state.json")
+            except BoxGarbage as err:
+                if "not JSON" not in str(err):
+                    raise
+                # not JSON: caught between write and rename on a filesystem without atomic
+                # replace; asked again
         time.sleep(0.3)
-    out = transport.run(f"tail -n 5 {shlex.quote(layout.run_dir + '/runner.out')}", check=False)
+    out = transport.run(f"tail -n 5 {shlex.quote(layout.run_dir + '/runner.out')} | "
+                        "tail -c 2000", check=False, limit=2000)
     raise UserError(f"the runner did not start on the box within {timeout:.0f} s: "
                     f"{out.stdout.strip() or 'no output'}")
