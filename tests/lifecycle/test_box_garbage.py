@@ -221,3 +221,20 @@ def test_the_harness_restores_an_honest_box(box, path):
     done = run_cli(box, "watch")
     assert done.returncode == 0 and b"succeeded" in done.stdout, done.stdout + done.stderr
     assert Path(box.run_dir / path).read_bytes() == box.pristine[path]
+
+
+def test_a_stalled_sender_is_said_with_its_wait():
+    """Item 5: a log read that connected but sent nothing (CommandTimeout after STALL_S) was
+    30 s of silence, then the generic 'does not answer'; now one line says what is happening
+    and when rgt asks again, and the give-up still applies."""
+    from types import SimpleNamespace
+
+    from rgt.lifecycle.watch import BoxUnreachable, Silence
+
+    said: list[str] = []
+    silence = Silence(SimpleNamespace(name="b"), 1.5, 25, said.append)
+    assert silence.stalled() == 3.0
+    assert said == ["no bytes from the box for 10 s, waiting (retry in 3 s)"]
+    silence.since -= 20  # 30 s without a byte: past the 25 s give-up
+    with pytest.raises(BoxUnreachable, match="no bytes for 30 s"):
+        silence.stalled()
