@@ -49,7 +49,7 @@ def test_every_profile_has_a_platform_with_the_verbs():
     ("vastai", "region", "EU"),
     ("vastai", "time", "2h"),
     ("slurm", "spot", True),
-    ("slurm", "disk", "100G"),
+    ("slurm", "region", "EU"),          # a cluster is where it is
 ])
 def test_a_field_a_platform_cannot_honour_is_refused_before_anything(tmp_path, profile, field,
                                                                       value):
@@ -82,12 +82,14 @@ def spec(**resources) -> JobSpec:
 
 def test_slurm_maps_the_vocabulary_to_sbatch_words():
     header = BatchOptions.from_spec(
-        spec(gpu="A100:2", cpus=8, mem="1.5G", time="90m", nodes=2), "/l/%j.out").header()
+        spec(gpu="A100:2", cpus=8, mem="1.5G", time="90m", nodes=2, disk="50G"),
+        "/l/%j.out").header()
     assert "#SBATCH --gres=gpu:2" in header  # GRES type names are the cluster's own
     assert "#SBATCH --cpus-per-task=8" in header
     assert "#SBATCH --mem=1536M" in header
     assert "#SBATCH --time=01:30:00" in header
     assert "#SBATCH --nodes=2" in header
+    assert "#SBATCH --tmp=50G" in header  # the README's job asks for disk: a node's TmpDisk
 
 
 def test_slurm_section_is_typed_and_the_old_env_knob_still_works():

@@ -124,11 +124,11 @@ def slurm_time(value: str) -> str:
                     "a number with s/m/h/d")
 
 
-def slurm_mem(value: str) -> str:
-    """`--mem` in Slurm's integer-with-suffix form: 16G, 512M, 1.5G → 1536M."""
+def slurm_mem(value: str, field: str = "resources.mem") -> str:
+    """`--mem` (and `--tmp`) in Slurm's integer-with-suffix form: 16G, 512M, 1.5G → 1536M."""
     match = re.match(r"^(\d+(?:\.\d+)?)\s*([KMGT])i?B?$", str(value).strip(), re.IGNORECASE)
     if not match:
-        raise UserError(f"resources.mem {value!r}: expected a size such as 16G or 512M")
+        raise UserError(f"{field} {value!r}: expected a size such as 16G or 512M")
     number, unit = float(match[1]), match[2].upper()
     if number.is_integer():
         return f"{int(number)}{unit}"
@@ -232,6 +232,7 @@ class BatchOptions:
     log: str
     time: str | None = None
     mem: str | None = None
+    tmp: str | None = None  # node-local disk the job needs (resources.disk)
     cpus: int | None = None
     gpus: int = 0
     nodes: int = 1
@@ -244,14 +245,17 @@ class BatchOptions:
     @classmethod
     def from_spec(cls, spec: JobSpec, log: str, **more: Any) -> BatchOptions:
         """The resources vocabulary as sbatch words: gpu → --gres=gpu:N, cpus →
-        --cpus-per-task, mem → --mem, time → --time, nodes → --nodes; the spec's `slurm:`
+        --cpus-per-task, mem → --mem, disk → --tmp (the least temporary disk a node must
+        have: Slurm's TmpDisk), time → --time, nodes → --nodes; the spec's `slurm:`
         section → --partition/--account/--qos/--constraint and its sbatch_args. The GPU
         model is not put in the GRES: its type names are each cluster's own (a100,
         nvidia_a100_80gb …), so a model goes in `slurm: {constraint: …}` or sbatch_args."""
         r = spec.resources
         refuse_unsupported("slurm", SlurmPlatform.supports, r)
         return cls(job_name=spec.name, log=log, time=slurm_time(r.time) if r.time else None,
-                   mem=slurm_mem(r.mem) if r.mem else None, cpus=r.cpus, gpus=r.gpu_count,
+                   mem=slurm_mem(r.mem) if r.mem else None,
+                   tmp=slurm_mem(r.disk, "resources.disk") if r.disk else None,
+                   cpus=r.cpus, gpus=r.gpu_count,
                    nodes=r.nodes, lead_s=lead_for(spec.env),
                    extra=settings_words(spec), **more)
 
@@ -267,6 +271,8 @@ class BatchOptions:
             lines.append(f"--cpus-per-task={self.cpus}")
         if self.mem:
             lines.append(f"--mem={self.mem}")
+        if self.tmp:
+            lines.append(f"--tmp={self.tmp}")
         if self.gpus:
             lines.append(f"--gres=gpu:{self.gpus}")
         if self.requeue:
@@ -1010,7 +1016,7 @@ class SlurmPlatform(SshPlatform):
     scontrol/sacct/jobcomp, `release` = scancel, `audit_extras` = partitions and filesystems."""
 
     name = "slurm"
-    supports = frozenset({"gpu", "cpus", "mem", "time", "nodes"})
+    supports = frozenset({"gpu", "cpus", "mem", "disk", "time", "nodes"})
     per_job_resources = True  # each job asks the scheduler for its own resources
     spec_sections = frozenset({"slurm"})
 
