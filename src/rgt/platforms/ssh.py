@@ -127,8 +127,8 @@ class SshPlatform(Platform):
         # tail prints "==> file <==" between files, which is what tells the cells apart; the
         # box sends the last MAX_LOG_BYTES at most, whatever its lines' length (one tqdm line
         # can be a GB), and the laptop reads no more than that
-        command = (f"tail -n {int(lines)} {quoted} | tail -c {MAX_LOG_BYTES}" if lines
-                   else f"tail -c {MAX_LOG_BYTES} {quoted}")
+        command = (f"set -o pipefail; tail -n {int(lines)} {quoted} | tail -c {MAX_LOG_BYTES}"
+                   if lines else f"tail -c {MAX_LOG_BYTES} {quoted}")
         result = transport.run(command, check=False, timeout=60, limit=MAX_LOG_BYTES)
         if not result.ok and not result.data and not result.truncated:
             raise UserError(f"no log yet for run {run.id} on {box.name}")
