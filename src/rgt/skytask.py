@@ -65,7 +65,8 @@ def to_spec(data: dict[str, Any], *, default_name: str) -> dict[str, Any]:
     if not data.get("run"):
         raise UserError("the SkyPilot task has no `run`: rgt needs the command to train with")
     name = str(data.get("name") or re.sub(r"[^A-Za-z0-9_.\-]", "-", default_name).strip("-."))
-    spec: dict[str, Any] = {"name": name, "run": _text(data["run"], "run")}
+    spec: dict[str, Any] = {"name": name, "run": _text(data["run"], "run"),
+                            "dialect": "skypilot"}
     for key in ("workdir", "setup"):
         if data.get(key) is not None:
             spec[key] = _text(data[key], key) if key == "setup" else data[key]

@@ -23,7 +23,7 @@ import difflib
 import re
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -304,6 +304,11 @@ class JobSpec(BaseModel):
     # each cell writes its `outputs` under its own $RGT_OUT_DIR (the cells share the workdir).
     grid: dict[str, list[str | int | float | bool]] = {}
     max_parallel: int | None = Field(default=None, ge=1)
+    # The format the spec was read from. A SkyPilot or dstack task's `run` is a script that
+    # runs once on every node and starts its own workers (from SKYPILOT_*/DSTACK_* variables),
+    # as those tools run it; an rgt spec's `run` on several nodes is one worker, for which rgt
+    # starts torchrun (platforms.slurm.step_command).
+    dialect: Literal["rgt", "skypilot", "dstack"] = "rgt"
 
     @field_validator("setup", mode="before")
     @classmethod

@@ -50,6 +50,7 @@ from rgt.errors import UserError
 from rgt.platforms.base import Launched, Released, Request, asked_for, refuse_unsupported
 from rgt.platforms.ssh import SshPlatform
 from rgt.profiles import load_profile
+from rgt.remote import node_env
 from rgt.remote.calls import write_file
 from rgt.remote.layout import Layout, job_environment
 from rgt.remote.reach import transport_for
@@ -179,30 +180,63 @@ def dependency_option(job_ids: str | Iterable[str], kind: str = "afterok") -> st
     return f"--dependency={kind}:{':'.join(ids)}"
 
 
+# A line that starts torch's elastic launcher itself, and the words that make its nodes meet.
+_OWN_LAUNCHER = re.compile(r"(?:^|[\s;&|(])(?:torchrun|(?:\S*/)?python[0-9.]*\s+-m\s+"
+                           r"torch\.distributed\.(?:run|launch))(?=\s|$)")
+_RENDEZVOUS = re.compile(r"--(?:rdzv[-_]endpoint|master[-_]addr)\b")
+_SHELL_SYNTAX = re.compile(r"[;&|<>`(){}\n]|\$\(")
+_PYTHON_WORD = re.compile(r"^(?:\S*/)?python[0-9.]*(?:\s+-u)?\s+(?=\S)")
+
+
+def own_launcher_lines(script: str) -> list[str]:
+    """The logical lines (continuations joined, comments skipped) that start torchrun."""
+    joined = re.sub(r"\\\r?\n", " ", script)
+    return [line.strip() for line in joined.splitlines()
+            if not line.lstrip().startswith("#") and _OWN_LAUNCHER.search(line)]
+
+
+def refuse_lone_launchers(script: str, nodes: int) -> None:
+    """A user's own torchrun line on several nodes must say where the nodes meet; without it
+    each node starts a training of its own and the run still reads as a success."""
+    if nodes < 2:
+        return
+    for line in own_launcher_lines(script):
+        if not _RENDEZVOUS.search(line) or "--standalone" in line:
+            raise UserError(
+                f"`run` starts its own torchrun on {nodes} nodes without a rendezvous, so each "
+                f"node would train alone: {line[:80]!r}; add --nnodes=$RGT_NUM_NODES "
+                "--node-rank=$RGT_NODE_RANK --master-addr=$RGT_HEAD_NODE --master-port=29500 "
+                "(or the SKYPILOT_/DSTACK_ names), or write `python train.py` and let rgt "
+                "start torchrun")
+
+
 def torchrun_command(command: str, nproc_per_node: int, *, port: int = DEFAULT_RDZV_PORT
                      ) -> str:
     """Turn ``python train.py ARGS`` into a torchrun launch that spans every node of the job.
 
     Run once per node (``srun --ntasks-per-node=1``); the c10d rendezvous meets on the first
-    host of the allocation (``$RGT_HEAD_NODE``, set by the batch script).
+    host of the allocation (``$RGT_HEAD_NODE``, set by the batch script). The user's text is
+    never split into words and re-quoted (that broke quotes, `$VAR`s and `&&`): one plain
+    line is put after the launcher as written; a script (several lines, or any shell syntax)
+    runs whole as ``bash -c SCRIPT`` in each worker. A script that starts torchrun itself is
+    left alone (`refuse_lone_launchers` has checked its rendezvous).
     """
-    words = shlex.split(command)
+    if own_launcher_lines(command):
+        return command
     launcher = ["torchrun", "--nnodes=$SLURM_NNODES", f"--nproc-per-node={nproc_per_node}",
                 "--rdzv-id=$SLURM_JOB_ID", "--rdzv-backend=c10d",
                 f"--rdzv-endpoint=$RGT_HEAD_NODE:{port}"]
-    if words and re.match(r"^(.*/)?python[0-9.]*$", words[0]):
-        rest = words[1:]
-        if rest[:1] == ["-m"] and len(rest) > 1:
-            rest = ["-m", *rest[1:]]
-        elif rest[:1] == ["-u"]:
-            rest = rest[1:]
-        args = rest
-    elif words and words[0] == "torchrun":
-        return command  # the user already wrote a torchrun line; leave it alone
+    line = command.strip()
+    python = _PYTHON_WORD.match(line)
+    if _SHELL_SYNTAX.search(line):
+        args = "--no-python bash -c " + shlex.quote(command)
+    elif python and (not line[python.end():].startswith("-")
+                     or line[python.end():].startswith("-m ")):
+        args = line[python.end():]  # torchrun takes the script (or -m module) itself
     else:
-        args = ["--no-python", *words]
+        args = "--no-python " + line
     # $SLURM_* and $RGT_HEAD_NODE must expand inside the step, so they stay unquoted.
-    return " ".join(launcher) + " " + shlex.join(args)
+    return " ".join(launcher) + " " + args
 
 
 # ----------------------------------------------------------------------------- the script
@@ -318,8 +352,13 @@ def deprecations(spec: JobSpec) -> list[str]:
 
 
 def step_command(command: str, opts: BatchOptions, *, nproc_per_node: int | None = None,
-                 port: int = DEFAULT_RDZV_PORT) -> str:
-    """The ``srun`` line: CPUs and GPUs passed explicitly (SLURM3), torchrun when distributed."""
+                 port: int = DEFAULT_RDZV_PORT, per_node: bool = False) -> str:
+    """The ``srun`` line: CPUs and GPUs passed explicitly (SLURM3), torchrun when distributed.
+
+    `per_node`: the command is a script that runs once on every node and starts its own
+    workers (a SkyPilot or dstack task's `run`, as those tools run it), never wrapped in
+    torchrun. Either way each node's shell first sets its rank from Slurm's node id."""
+    refuse_lone_launchers(command, opts.nodes)
     srun = ["srun", "--kill-on-bad-exit=1"]
     if opts.nodes > 1:
         srun += ["--nodes=$SLURM_NNODES", "--ntasks-per-node=1"]
@@ -328,11 +367,11 @@ def step_command(command: str, opts: BatchOptions, *, nproc_per_node: int | None
     srun.append('-c "${SLURM_CPUS_PER_TASK:-1}"')
     if opts.gpus:
         srun.append(f"--gres=gpu:{opts.gpus}")
-    if opts.nodes > 1 or nproc_per_node:
+    if not per_node and (opts.nodes > 1 or nproc_per_node):
         command = torchrun_command(command, nproc_per_node or max(1, opts.gpus), port=port)
     # A trapped shell waits for its child, so the trainer's own exit code (85) is the step's;
     # the trainer itself gets the signal (srun relays it to every process of the step).
-    inner = "trap : TERM INT USR1\n" + command
+    inner = "trap : TERM INT USR1\n" + node_env.slurm_rank_exports() + "\n" + command
     return " ".join(srun) + f" bash -o pipefail -c {shlex.quote(inner)}"
 
 
@@ -408,7 +447,7 @@ _SAFE_GLOB = re.compile(r"^[A-Za-z0-9_./*?\-]+$")
 
 def _body(paths: ScriptPaths, env: Mapping[str, str], setup: str, hook: str | None,
           outputs: Sequence[str], step: str, *, ckpt_sh: str, out_sh: str,
-          delete_secrets: bool = True) -> list[str]:
+          delete_secrets: bool = True, gpus_per_node: int = 0) -> list[str]:
     """The script after the preamble; ckpt_sh/out_sh are shell words (quoted or expanding).
     An array's cells share one secrets.env, so a cell must not delete it (delete_secrets)."""
     secrets = shlex.quote(paths.run_dir + "/secrets.env")
@@ -454,6 +493,7 @@ def _body(paths: ScriptPaths, env: Mapping[str, str], setup: str, hook: str | No
     lines += [
         'RGT_HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "export RGT_HEAD_NODE",
+        *node_env.slurm_exports(gpus_per_node),
         f"{step} &",
         "rgt_pid=$!",
         'rgt_wait "$rgt_pid"',
@@ -490,7 +530,7 @@ def render_batch_script(spec: JobSpec, *, run_id: str, paths: ScriptPaths,
              _PREAMBLE.rstrip("\n")]
     lines += _body(paths, env, spec.setup, hook, spec.outputs, step,
                    ckpt_sh=shlex.quote(paths.ckpt_dir),
-                   out_sh=shlex.quote(f"{paths.durable_run_dir}/out"))
+                   out_sh=shlex.quote(f"{paths.durable_run_dir}/out"), gpus_per_node=opts.gpus)
     return "\n".join(lines) + "\n"
 
 
@@ -533,7 +573,7 @@ def render_array_script(spec: JobSpec, grid: Mapping[str, Sequence[Any]], *, run
     lines += _body(paths, {k: v for k, v in env.items() if k != "RGT_OUT_DIR"}, spec.setup,
                    hook, [], step,
                    ckpt_sh='"$RGT_CELL_DIR/ckpt"', out_sh='"$RGT_CELL_DIR/out"',
-                   delete_secrets=False)
+                   delete_secrets=False, gpus_per_node=opts.gpus)
     return "\n".join(lines) + "\n", cells
 
 
@@ -591,7 +631,8 @@ def _step_for(spec: JobSpec, opts: BatchOptions, command: str | None = None) -> 
         raise UserError("a multi-node or torchrun sweep is not supported yet; sweep "
                         "single-node cells")
     return step_command(command or spec.run, opts,
-                        nproc_per_node=int(nproc) if nproc else None, port=port)
+                        nproc_per_node=int(nproc) if nproc else None, port=port,
+                        per_node=spec.dialect != "rgt")
 
 
 # ----------------------------------------------------------------------------- reading state

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rgt.profiles import Profile
+from rgt.remote import node_env
 from rgt.spec import JobSpec
 from rgt.store import Box
 
@@ -59,6 +60,11 @@ def job_environment(spec: JobSpec, profile: Profile, layout: Layout) -> dict:
     env = dict(profile.network.mirror_env)
     if "HF_HOME" in profile.overrides and "{" not in profile.overrides["HF_HOME"]:
         env["HF_HOME"] = profile.overrides["HF_HOME"].split()[0]
+    # where the job's nodes are, under rgt's, SkyPilot's and dstack's names (remote.node_env);
+    # these are one machine's values: Slurm's batch script and steps set them again at run time
+    env.update(node_env.one_machine(gpus=spec.resources.gpu_count, run_id=layout.run_id,
+                                    job=spec.name, platform=profile.facts.platform,
+                                    region=spec.resources.region))
     env.update(spec.env)
     env.update({"RGT_RUN_ID": layout.run_id, "RGT_RUN_DIR": layout.run_dir,
                 "RGT_CKPT_DIR": layout.ckpt, "RGT_DURABLE_DIR": layout.durable_run_dir,

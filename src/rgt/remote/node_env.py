@@ -1,0 +1,79 @@
+"""Where a job's nodes are, under rgt's names and under SkyPilot's and dstack's, so a launch
+line written for either of them (`torchrun --node_rank=$SKYPILOT_NODE_RANK --master_addr=$(echo
+"$SKYPILOT_NODE_IPS" | head -n1) …`) runs with the values it means, not with empty strings.
+
+The names and their meaning are theirs (SkyPilot: docs running-jobs/environment-variables,
+sky/skylet/constants.py; dstack: docs concepts/tasks "System environment variables"):
+
+    rank of this node, 0 first   RGT_NODE_RANK      SKYPILOT_NODE_RANK     DSTACK_NODE_RANK
+    number of nodes              RGT_NUM_NODES      SKYPILOT_NUM_NODES     DSTACK_NODES_NUM
+    every node's address, one    RGT_NODE_IPS       SKYPILOT_NODE_IPS      DSTACK_NODES_IPS
+      a line, the head first
+    the head node's address      RGT_HEAD_NODE      (line 1 of the above)  DSTACK_MASTER_NODE_IP
+    GPUs per node (the spec's    RGT_GPUS_PER_NODE  SKYPILOT_NUM_GPUS_     DSTACK_GPUS_PER_NODE
+      count, 0 without)                             PER_NODE
+    GPUs in the whole run                                                  DSTACK_GPUS_NUM
+    this run                     RGT_RUN_ID         SKYPILOT_TASK_ID       DSTACK_RUN_NAME (job)
+    where it runs                                   SKYPILOT_CLUSTER_INFO (JSON: cloud, region)
+
+They are set for every job, whatever file it came from: they are true on every platform, and
+an rgt spec that borrows a SkyPilot or dstack launch line then runs it as written.
+
+On a one-machine box (local, SSH, AutoDL, a cloud instance, a Kubernetes pod) the values are
+fixed before the job starts: rank 0 of 1 node whose address is 127.0.0.1 — the one address
+every process on that machine reaches it by, whatever its interfaces. On Slurm the batch
+script and each step read them from Slurm at run time (`slurm_exports`, `slurm_rank_exports`):
+the addresses are the allocation's hostnames (`scontrol show hostnames`), which every node
+resolves; rgt does not turn them into IPs (a node resolving its own name can answer 127.0.1.1,
+which the other nodes would then dial).
+"""
+
+from __future__ import annotations
+
+import json
+
+ONE_MACHINE_ADDRESS = "127.0.0.1"
+RANK_NAMES = ("RGT_NODE_RANK", "SKYPILOT_NODE_RANK", "DSTACK_NODE_RANK")
+NODE_COUNT_NAMES = ("RGT_NUM_NODES", "SKYPILOT_NUM_NODES", "DSTACK_NODES_NUM")
+ADDRESS_LIST_NAMES = ("RGT_NODE_IPS", "SKYPILOT_NODE_IPS", "DSTACK_NODES_IPS")
+HEAD_NAMES = ("RGT_HEAD_NODE", "DSTACK_MASTER_NODE_IP")
+GPUS_PER_NODE_NAMES = ("RGT_GPUS_PER_NODE", "SKYPILOT_NUM_GPUS_PER_NODE", "DSTACK_GPUS_PER_NODE")
+
+
+def one_machine(*, gpus: int, run_id: str, job: str, platform: str,
+                region: str | None) -> dict[str, str]:
+    """The values on a box that is one machine: rank 0 of 1, reached at 127.0.0.1."""
+    env = {name: "0" for name in RANK_NAMES}
+    env.update({name: "1" for name in NODE_COUNT_NAMES})
+    env.update({name: ONE_MACHINE_ADDRESS for name in ADDRESS_LIST_NAMES + HEAD_NAMES})
+    env.update({name: str(gpus) for name in GPUS_PER_NODE_NAMES})
+    env["DSTACK_GPUS_NUM"] = str(gpus)
+    env["SKYPILOT_TASK_ID"] = run_id
+    env["DSTACK_RUN_NAME"] = job
+    # SkyPilot's JSON (keys cluster_name, cloud, region, zone): rgt has no cluster name to
+    # give, so that key is left out rather than filled with something it is not.
+    env["SKYPILOT_CLUSTER_INFO"] = json.dumps({"cloud": platform, "region": region,
+                                               "zone": None})
+    return env
+
+
+def slurm_exports(gpus_per_node: int) -> list[str]:
+    """Batch-script lines (on the allocation's first node, after the script has set
+    RGT_HEAD_NODE) that set the node list, the node count and the GPU counts from Slurm's own
+    variables; every step inherits them."""
+    names = " ".join(ADDRESS_LIST_NAMES)
+    counts = " ".join(f'{n}="$SLURM_NNODES"' for n in NODE_COUNT_NAMES)
+    per_node = " ".join(f"{n}={gpus_per_node}" for n in GPUS_PER_NODE_NAMES)
+    return [
+        'RGT_NODE_IPS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        'SKYPILOT_NODE_IPS=$RGT_NODE_IPS DSTACK_NODES_IPS=$RGT_NODE_IPS',
+        'DSTACK_MASTER_NODE_IP=$RGT_HEAD_NODE',
+        f"export {names} RGT_HEAD_NODE DSTACK_MASTER_NODE_IP",
+        f"export {counts} {per_node}",
+        f'export DSTACK_GPUS_NUM=$(( {gpus_per_node} * SLURM_NNODES ))',
+    ]
+
+
+def slurm_rank_exports() -> str:
+    """The line each step's shell runs first: this node's rank is Slurm's node id there."""
+    return "export " + " ".join(f'{n}="$SLURM_NODEID"' for n in RANK_NAMES)

@@ -1,0 +1,144 @@
+"""SkyPilot task files run with the meaning SkyPilot gives them, or are refused by name
+(issue 29 item 2, issue 32): SkyPilot's environment on every node, a multi-line `run` that is
+never split into words, a user's own torchrun on several nodes without a rendezvous named."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from boxkit import Rgt
+from cli import rgt
+
+from rgt.errors import UserError
+from rgt.platforms import slurm
+from rgt.spec import JobSpec, load_spec
+
+DATA = Path(__file__).parent / "data" / "skypilot"
+PATHS = slurm.ScriptPaths("/d/rgt/r1", "/d/rgt/r1/code", "/s/rgt/r1/ckpt", "/s/rgt/r1",
+                          "/d/rgt/r1/slurm-%j.out")
+SKY_ENV = ("SKYPILOT_NODE_RANK", "SKYPILOT_NUM_NODES", "SKYPILOT_NUM_GPUS_PER_NODE",
+           "SKYPILOT_TASK_ID", "DSTACK_NODE_RANK", "DSTACK_MASTER_NODE_IP", "RGT_NODE_RANK")
+
+
+def write(tmp_path: Path, text: str, name: str = "task.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def step_of(script: str) -> str:
+    """The shell text the srun step runs (what bash -c gets), unquoted by bash itself."""
+    srun = next(line for line in script.split("\n") if line.startswith("srun "))
+    start = script.index(srun)
+    quoted = script[start + script[start:].index(" bash -o pipefail -c ") + 21:]
+    quoted = quoted[:quoted.index(" &\nrgt_pid=$!")]
+    return subprocess.run(["bash", "-c", f"printf %s {quoted}"], capture_output=True,
+                          text=True, check=True).stdout
+
+
+def test_a_skypilot_task_sees_skypilot_variables_on_a_local_box(tmp_path):
+    """A run that printed `rank= nodes= gpus= ips=` and read "succeeded" now prints values."""
+    cli = Rgt(tmp_path / "home")
+    cli.ok("up", "box")
+    task = write(tmp_path, (
+        "num_nodes: 1\n"
+        "run: |\n"
+        "  # the node's rank, one IP per line, head first (SkyPilot's definitions)\n"
+        "  MASTER_ADDR=$(echo \"$SKYPILOT_NODE_IPS\" | head -n1)\n"
+        "  echo \"sky rank=$SKYPILOT_NODE_RANK nodes=$SKYPILOT_NUM_NODES"
+        " gpus=$SKYPILOT_NUM_GPUS_PER_NODE head=$MASTER_ADDR task=$SKYPILOT_TASK_ID\"\n"
+        "  echo \"info=$SKYPILOT_CLUSTER_INFO\"\n"
+        "  echo \"dstack rank=$DSTACK_NODE_RANK of $DSTACK_NODES_NUM"
+        " at $DSTACK_MASTER_NODE_IP\"\n"))
+    run_id = cli.ok("run", "box", str(task), "-d").stdout.strip().splitlines()[-1]
+    cli.ok("watch", "box", run_id, "--until-done", "--timeout", "60")
+    log = cli.ok("logs", "box", run_id).stdout
+    assert f"sky rank=0 nodes=1 gpus=0 head=127.0.0.1 task={run_id}" in log, log
+    assert 'info={"cloud": "local", "region": null, "zone": null}' in log
+    assert "dstack rank=0 of 1 at 127.0.0.1" in log
+
+
+def test_num_nodes_is_the_request_for_nodes_and_refused_on_one_machine(tmp_path):
+    """`num_nodes: 2` was dropped silently; it is resources.nodes, which a one-machine box
+    refuses by name before anything is pushed."""
+    task = write(tmp_path, "num_nodes: 2\nresources: {accelerators: A100:8}\nrun: echo hi\n")
+    spec = load_spec(task)
+    assert (spec.resources.nodes, spec.resources.gpu, spec.dialect) == (2, "A100:8", "skypilot")
+    cli = Rgt(tmp_path / "home")
+    cli.ok("up", "box")
+    result = cli("run", "box", str(task), "-d")
+    assert result.returncode == 2 and "resources.nodes 2" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_rgt_render_of_a_multi_line_run_with_an_apostrophe_is_a_script(tmp_path):
+    """`rgt render train-rdzv.yaml --profile slurm` was `ValueError: No closing quotation`."""
+    result = rgt("render", str(DATA / "train-rdzv.yaml"), "--profile", "slurm",
+                 "--durable-dir", "/scratch/me", env={"RGT_HOME": str(tmp_path / "h")})
+    assert result.returncode == 0, result.stderr
+    script = result.stdout
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+    step = step_of(script)
+    # the task's own script, whole, once per node: no torchrun wrapped around it
+    assert step.startswith("trap : TERM INT USR1\nexport RGT_NODE_RANK=\"$SLURM_NODEID\"")
+    body = load_spec(DATA / "train-rdzv.yaml").run
+    assert step.endswith(body) and "--no-python" not in step
+    assert "#SBATCH --nodes=2" in script and "#SBATCH --gres=gpu:8" in script
+    for line in ('RGT_NODE_IPS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+                 'export RGT_NUM_NODES="$SLURM_NNODES" SKYPILOT_NUM_NODES="$SLURM_NNODES"',
+                 "SKYPILOT_NUM_GPUS_PER_NODE=8"):
+        assert line in script, line
+
+
+def test_a_multi_line_rgt_run_on_several_nodes_runs_whole_under_torchrun():
+    """An rgt spec's run, word-split before into `torchrun … --no-python cd … source …`."""
+    run = ("cd src  # don't split me\nsource .venv/bin/activate\n"
+           "python train.py --out \"$RGT_OUT_DIR\" && echo done")
+    spec = load_spec_from({"name": "j", "run": run, "resources": {"nodes": 2, "gpu": "A100:4"}})
+    step = step_of(slurm.render_batch_script(spec, run_id="r1", paths=PATHS))
+    launcher = ("torchrun --nnodes=$SLURM_NNODES --nproc-per-node=4 --rdzv-id=$SLURM_JOB_ID "
+                "--rdzv-backend=c10d --rdzv-endpoint=$RGT_HEAD_NODE:29500 --no-python bash -c ")
+    assert launcher in step
+    inner = step[step.index(launcher) + len(launcher):]
+    assert subprocess.run(["bash", "-c", f"printf %s {inner}"], capture_output=True,
+                          text=True).stdout == run
+    # one plain python line keeps its quotes and variables as the user wrote them
+    one = slurm.torchrun_command('python -u train.py --out "$RGT_OUT_DIR" --tag \'a b\'', 2)
+    assert one.endswith(" train.py --out \"$RGT_OUT_DIR\" --tag 'a b'")
+
+
+@pytest.mark.parametrize("run,refused", [
+    ("torchrun --nproc_per_node=8 train.py", True),
+    ("torchrun --standalone --nproc_per_node=8 train.py", True),
+    ("cd x\npython -m torch.distributed.run \\\n  --nnodes=2 train.py", True),
+    ("# torchrun is started below\npython train.py", False),
+    ("torchrun --nnodes=$SKYPILOT_NUM_NODES --node_rank=$SKYPILOT_NODE_RANK \\\n"
+     "  --master_addr=$(echo \"$SKYPILOT_NODE_IPS\" | head -n1) --master_port=8008 t.py", False),
+    ("torchrun --nnodes=2 --rdzv-backend=c10d --rdzv-endpoint=$RGT_HEAD_NODE:29500 t.py", False),
+])
+def test_a_users_own_torchrun_on_several_nodes_needs_a_rendezvous(run, refused):
+    for dialect in ("rgt", "skypilot"):
+        spec = load_spec_from({"name": "j", "run": run, "dialect": dialect,
+                               "resources": {"nodes": 2}})
+        if refused:
+            with pytest.raises(UserError, match="each node would train alone"):
+                slurm.render_batch_script(spec, run_id="r1", paths=PATHS)
+        else:
+            script = slurm.render_batch_script(spec, run_id="r1", paths=PATHS)
+            assert run in step_of(script)
+        one_node = load_spec_from({"name": "j", "run": run, "dialect": dialect})
+        slurm.render_batch_script(one_node, run_id="r1", paths=PATHS)  # alone is the point
+
+
+def test_render_refuses_a_lone_torchrun_in_one_line(tmp_path):
+    task = write(tmp_path, "num_nodes: 2\nrun: |\n  torchrun --nproc_per_node=8 train.py\n")
+    result = rgt("render", str(task), "--profile", "slurm", "--durable-dir", "/s",
+                 env={"RGT_HOME": str(tmp_path / "h")})
+    assert result.returncode == 2 and "each node would train alone" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def load_spec_from(data: dict) -> JobSpec:
+    return JobSpec.model_validate(data)
