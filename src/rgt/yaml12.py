@@ -52,3 +52,8 @@ Yaml12Loader.add_constructor(_INT, _construct_int)
 def load(text: str) -> Any:
     """Parse one YAML document the 1.2 way."""
     return yaml.load(text, Loader=Yaml12Loader)  # noqa: S506  (a SafeLoader subclass)
+
+
+def load_all(text: str) -> list[Any]:
+    """Parse every document of a multi-document file (a SkyPilot pipeline) the 1.2 way."""
+    return list(yaml.load_all(text, Loader=Yaml12Loader))  # noqa: S506  (a SafeLoader subclass)

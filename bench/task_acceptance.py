@@ -1,0 +1,170 @@
+"""How many of SkyPilot's and dstack's own task files rgt reads as they are, and what refuses
+the rest (issue 32). Prints one table per corpus: accepted / refused, and refusals by field.
+
+    python bench/task_acceptance.py --skypilot DIR --dstack DIR [--held-out-fields]
+
+DIR is a checkout of each project's examples (SkyPilot: examples/ and llm/, run from the
+repository root, as `sky launch examples/x.yaml` is; dstack: examples/). The corpora are the
+projects' files, not rgt's, so they are not in this repository: see each DIR's SOURCE.md for
+the repository and commit they were taken from.
+
+A file counts as a task file when one of its YAML documents is a mapping with a task's words
+(SkyPilot: run, setup, resources, service, num_nodes, file_mounts, envs, workdir, pool;
+dstack: type) and none is a Kubernetes object or a tool's own config. "Accepted" means
+`rgt.spec.load_spec` turned it into a job spec and nothing rgt checks before renting refuses
+it (TPUs, `rgt.lifecycle.fit.refuse_tpu`); SkyPilot services are counted apart, as the issue
+counts them. A task's envs and secrets with no value are measured as exported by the user
+(SkyPilot reads them from the user's shell). One file in four (by a hash of its path) is held
+out: its counts are printed apart, and its refusals by field only with --held-out-fields, so
+changes can be made without looking at them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import hashlib
+import os
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+from rgt import yaml12
+from rgt.errors import UserError
+from rgt.lifecycle.fit import refuse_tpu
+from rgt.spec import load_spec
+
+SKY_WORDS = {"run", "setup", "resources", "service", "num_nodes", "file_mounts", "envs",
+             "workdir", "pool"}
+FIELD = re.compile(r"`([A-Za-z_][\w.\-]*)`|\b((?:resources|envs|secrets|file_mounts)\.[\w.\-]*)")
+
+
+def held_out(relative: str) -> bool:
+    return hashlib.sha1(relative.encode()).hexdigest()[0] in "0123"
+
+
+def documents(path: Path) -> list:
+    try:
+        return [d for d in yaml12.load_all(path.read_text(encoding="utf-8")) if d is not None]
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return []
+
+
+def is_task(path: Path, words: set[str]) -> bool:
+    docs = documents(path)
+    maps = [d for d in docs if isinstance(d, dict)]
+    if not maps or any("apiVersion" in d or "kind" in d for d in maps):
+        return False
+    return any(words & set(d) for d in maps)
+
+
+def field_of(message: str, path: Path) -> str:
+    text = message.replace(str(path), "").lstrip(": ")
+    for word, label in (("not valid YAML", "YAML"), ("pipeline", "pipeline"),
+                        ("SkyServe", "service"), ("pool", "pool")):
+        if word in text:
+            return label
+    match = FIELD.search(text)
+    if match:
+        field = match[1] or match[2]
+        return re.sub(r"^(envs|secrets)\..*", r"\1 (null value)", field) \
+            if "no value" in text or "not set" in text else field
+    return text.split(":")[0][:40]
+
+
+def apart(doc) -> bool:
+    """Counted apart from the tasks: a SkyPilot service, a dstack service, fleet, volume,
+    gateway or dev environment (the issue's targets are over tasks)."""
+    if not isinstance(doc, dict):
+        return False
+    return "service" in doc or doc.get("type", "task") != "task"
+
+
+def asked_for(path: Path) -> set[str]:
+    """The variables a task takes from the user's shell (SkyPilot: envs and secrets with no
+    value): measured as a user who exported them, as the task's README tells them to."""
+    names = set()
+    for doc in documents(path):
+        for key in ("envs", "secrets"):
+            given = doc.get(key) if isinstance(doc, dict) else None
+            if isinstance(given, dict):
+                names |= {str(k) for k, v in given.items() if v is None}
+    return names
+
+
+@contextlib.contextmanager
+def exported(names: set[str]):
+    before = {n: os.environ.get(n) for n in names}
+    os.environ.update({n: "exported-by-the-user" for n in names if n not in os.environ})
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+
+
+def measure(root: Path, words: set[str]) -> dict:
+    tally = {True: collections.Counter(), False: collections.Counter()}
+    fields = {True: collections.Counter(), False: collections.Counter()}
+    files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    here = os.getcwd()
+    os.chdir(root)  # a relative workdir is read from where the command runs
+    try:
+        for path in files:
+            relative = str(path.relative_to(root))
+            if not is_task(path, words):
+                continue
+            out = held_out(relative)
+            tally[out]["task files"] += 1
+            if any(apart(d) for d in documents(path)):
+                tally[out]["services"] += 1
+            try:
+                with exported(asked_for(path)):
+                    refuse_tpu(load_spec(Path(relative)))
+            except UserError as err:
+                tally[out]["refused"] += 1
+                fields[out][field_of(str(err), Path(relative))] += 1
+                continue
+            except Exception as err:  # a crash is a finding, not a refusal
+                tally[out]["crashed"] += 1
+                fields[out][f"CRASH {type(err).__name__}"] += 1
+                print(f"  crash: {relative}: {err!r}", file=sys.stderr)
+                continue
+            tally[out]["accepted"] += 1
+    finally:
+        os.chdir(here)
+    return {"tally": tally, "fields": fields}
+
+
+def report(name: str, result: dict, show_held_out_fields: bool) -> None:
+    for out, label in ((False, "looked at"), (True, "held out")):
+        t = result["tally"][out]
+        not_services = t["task files"] - t["services"]
+        print(f"{name} ({label}): {t['task files']} files, {t['services']} services or other "
+              f"types; accepted {t['accepted']} of {t['task files']}"
+              f" ({t['accepted']} of {not_services} tasks)"
+              + (f"; {t['crashed']} CRASHED" if t["crashed"] else ""))
+        if out and not show_held_out_fields:
+            continue
+        for field, count in result["fields"][out].most_common():
+            print(f"    {count:4d}  {field}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skypilot", type=Path)
+    parser.add_argument("--dstack", type=Path)
+    parser.add_argument("--held-out-fields", action="store_true")
+    args = parser.parse_args()
+    if args.skypilot:
+        report("SkyPilot", measure(args.skypilot.resolve(), SKY_WORDS), args.held_out_fields)
+    if args.dstack:
+        report("dstack", measure(args.dstack.resolve(), {"type"}), args.held_out_fields)
+
+
+if __name__ == "__main__":
+    main()
