@@ -238,3 +238,18 @@ def test_a_stalled_sender_is_said_with_its_wait():
     silence.since -= 20  # 30 s without a byte: past the 25 s give-up
     with pytest.raises(BoxUnreachable, match="no bytes for 30 s"):
         silence.stalled()
+
+
+def test_follow_timeout_on_an_ended_run_with_a_long_log_says_so(box):
+    """--follow reads the log a budget (8 MiB) per poll: when --timeout passes while an
+    ended run's log is still streaming, it said 'still succeeded …; it keeps running'."""
+    box.restore()
+    (box.run_dir / "log").write_bytes((b"x" * 1023 + b"\n") * (24 * 1024))  # 24 MiB
+    argv = box.argv("follow")
+    argv[argv.index("--timeout") + 1] = "0"
+    done = subprocess.run(argv, env=rgt_env(box.home), capture_output=True, timeout=60)
+    assert_clean(done, "follow")
+    assert done.returncode == 0, done.stderr
+    assert b"--timeout 0 s passed while the ended run's log was still streaming" in \
+        done.stderr and b"keeps running" not in done.stderr
+    assert 0 < len(done.stdout) < 24 * 1024 * 1024

@@ -292,6 +292,12 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
             write(safe.feed(text.decode(b"", final=True), final=True))
             return summary
         if deadline is not None and time.monotonic() > deadline:
+            if summary["status"] in TERMINAL:  # ended; its log was longer than the wait
+                if say is not None:
+                    say(f"--timeout {timeout_s:g} s passed while the ended run's log was still "
+                        f"streaming (read to byte {offset}); `rgt logs {box.name} {run.id}` "
+                        "shows its end")
+                return summary
             raise _still_going(box, run, summary, timeout_s)
         if not chunk:
             time.sleep(pause)
