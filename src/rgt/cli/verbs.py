@@ -45,6 +45,8 @@ VERBS: tuple[Verb, ...] = (
     Verb("logs", _CLI + "lifecycle_cmd", "Print the run's log (stdout and stderr, unbuffered)."),
     Verb("pull", _CLI + "lifecycle_cmd",
          "Fetch the run's outputs and checkpoints, re-hash them here, load every checkpoint."),
+    Verb("verify", _CLI + "verify_cmd",
+         "Re-hash and re-load a run's pulled files against the box's manifests its pull kept."),
     Verb("down", _CLI + "lifecycle_cmd",
          "Stop the meter — only after every run is pulled and verified (the Iron Law)."),
     Verb("ls", _CLI + "ls_cmd",
