@@ -253,3 +253,20 @@ def test_follow_timeout_on_an_ended_run_with_a_long_log_says_so(box):
     assert b"--timeout 0 s passed while the ended run's log was still streaming" in \
         done.stderr and b"keeps running" not in done.stderr
     assert 0 < len(done.stdout) < 24 * 1024 * 1024
+
+
+def test_the_capped_read_stops_at_its_limit_and_names_a_stall():
+    """The transports' bounded capture, on real processes: past `limit` the command is ended
+    (not read to its end: `yes` never ends), and `idle` seconds without a byte is `Stalled`,
+    while a slow sender that keeps sending is not."""
+    from rgt.transport import LocalTransport
+    from rgt.transport.base import Stalled
+
+    local = LocalTransport()
+    endless = local.run("yes", limit=1 << 20, timeout=30)
+    assert endless.truncated and len(endless.data) == 1 << 20
+    assert local.run("printf 'a\\xffb'", limit=10).data == b"a\xffb"
+    with pytest.raises(Stalled, match="sent no bytes for 1s"):
+        local.run("echo first; sleep 5; echo late", limit=100, idle=1, timeout=30)
+    slow = local.run("for i in 1 2 3; do echo $i; sleep 0.6; done", limit=100, idle=1)
+    assert slow.data == b"1\n2\n3\n" and not slow.truncated

@@ -26,7 +26,7 @@ from rgt.remote.summary import summarize
 from rgt.store import TERMINAL, Box, Run, Store
 from rgt.textsafe import LogFilter, log_text
 from rgt.transport import Transport
-from rgt.transport.base import CommandTimeout
+from rgt.transport.base import Stalled
 
 # `watch --until-done` / `--follow` exit codes, one per outcome a script branches on (like
 # SkyPilot's `logs --status`); 2 stays "bad usage" as on every verb, 6 is BoxUnreachable.
@@ -276,7 +276,7 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
             silence.answered()
         except BoxGarbage:
             raise
-        except CommandTimeout:  # connected, and the log read sent nothing for STALL_S
+        except Stalled:  # connected, and the log read sent no byte for STALL_S
             chunk, summary = "", {"status": "unreachable"}
             pause = silence.stalled()
         except UserError as err:

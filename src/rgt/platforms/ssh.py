@@ -113,8 +113,8 @@ class SshPlatform(Platform):
         if since_byte is not None:  # what was written since the last poll, a budget's worth
             log = shlex.quote(f"{run.remote_dir}/log")
             got = transport.run(f"[ -f {log} ] && tail -c +{int(since_byte) + 1} {log} | "
-                                f"head -c {MAX_LOG_BYTES}", check=False, timeout=STALL_S,
-                                limit=MAX_LOG_BYTES)
+                                f"head -c {MAX_LOG_BYTES}", check=False, timeout=300,
+                                limit=MAX_LOG_BYTES, idle=STALL_S)
             return LogChunk(got.data, cut=got.truncated)
         if cells:
             chosen = [cell] if cell is not None else range(cells)

@@ -102,6 +102,16 @@ class CommandTimeout(TransportError):
         return cls(message + (f" ({note})" if note else ""), command=command)
 
 
+class Stalled(CommandTimeout):
+    """A command sent no byte of output for its `idle` seconds (`run(..., idle=)`): the box is
+    there but its sender is stuck, which a caller may say differently from a slow answer."""
+
+    @classmethod
+    def after_idle(cls, where: str, command: str, idle: float) -> Stalled:
+        return cls(f"`{_first_line(command)}` on {where} sent no bytes for {idle:g}s",
+                   command=command)
+
+
 class Unreachable(TransportError):
     """The box did not answer: refused, timed out, or its name does not resolve."""
 
@@ -156,7 +166,8 @@ class Transport(Protocol):
     """How commands and files reach one box.
 
     `run` executes a bash command string on the box (keeping at most `limit` bytes of its
-    stdout when given: `Result.truncated`); secrets and on-box Python travel on
+    stdout when given: `Result.truncated`; with `limit`, `idle` seconds without a byte of
+    output raise `Stalled`); secrets and on-box Python travel on
     `stdin`, never in argv (argv is world-readable in /proc). `put` and `get` copy a directory's
     contents, resumably, each attempt under a timeout, retrying transient failures.
     `python` is the box's interpreter for rgt's on-box scripts, found once at `rgt up`.
@@ -172,6 +183,7 @@ class Transport(Protocol):
         timeout: float = 60,
         check: bool = True,
         limit: int | None = None,
+        idle: float | None = None,
     ) -> Result: ...
 
     def put(

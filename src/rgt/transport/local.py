@@ -24,6 +24,7 @@ from rgt.transport.base import (
     CommandTimeout,
     Progress,
     Result,
+    Stalled,
     TransferStats,
     TransportError,
 )
@@ -43,13 +44,15 @@ def run_local(argv: Sequence[str], *, stdin: bytes | None, timeout: float,
 
 
 def run_bytes(argv: Sequence[str], *, stdin: bytes | None, timeout: float,
-              limit: int | None = None) -> tuple[int, bytes, str]:
+              limit: int | None = None, idle: float | None = None
+              ) -> tuple[int, bytes, str]:
     """Run `argv`, feeding `stdin`; on timeout kill its whole process group and raise.
 
     stderr goes through a file, not a pipe, so a background process that inherits it (an ssh
     ControlMaster) cannot keep us waiting for an end-of-file that never comes. With `limit`,
     at most that many bytes of stdout are kept: past them the command's group is killed and
-    the return code is `TRUNCATED` (what a box sends cannot grow this process: issue 28).
+    the return code is `TRUNCATED` (what a box sends cannot grow this process: issue 28), and
+    `idle` seconds without a byte of stdout raise `IdleExpired` (a TimeoutExpired).
     stderr is read back only up to its last `STDERR_KEEP` bytes (its end says what failed).
     """
     with tempfile.TemporaryFile() as err:
@@ -64,7 +67,7 @@ def run_bytes(argv: Sequence[str], *, stdin: bytes | None, timeout: float,
             if limit is None:
                 out, _ = proc.communicate(stdin, timeout=timeout)
             else:
-                out = _read_capped(proc, stdin, timeout, limit)
+                out = _read_capped(proc, stdin, timeout, limit, idle)
         except BaseException:  # TimeoutExpired included: the caller turns it into its error
             _kill_group(proc)
             raise
@@ -80,8 +83,12 @@ TRUNCATED = -1000  # run_local's return code for a command whose stdout passed i
 STDERR_KEEP = 64 * 1024
 
 
+class IdleExpired(subprocess.TimeoutExpired):
+    """No byte of output for the `idle` seconds run_bytes was given."""
+
+
 def _read_capped(proc: subprocess.Popen[bytes], stdin: bytes | None, timeout: float,
-                 limit: int) -> bytes:
+                 limit: int, idle: float | None = None) -> bytes:
     """PROC's stdout, read until its end or until more than LIMIT bytes came (then its group
     is killed); TimeoutExpired past TIMEOUT. stdin is written from a thread meanwhile."""
     deadline = time.monotonic() + timeout
@@ -92,16 +99,21 @@ def _read_capped(proc: subprocess.Popen[bytes], stdin: bytes | None, timeout: fl
     fd = proc.stdout.fileno()  # type: ignore[union-attr]
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
+        last = time.monotonic()  # when the last byte came
         while len(out) <= limit:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 raise subprocess.TimeoutExpired(proc.args, timeout)
-            if not selector.select(left):
+            if idle is not None and now - last >= idle:
+                raise IdleExpired(proc.args, idle)
+            if not selector.select(min(left, idle) if idle is not None else left):
                 continue
             data = os.read(fd, min(1 << 16, limit + 1 - len(out)))
             if not data:
                 break
             out += data
+            last = time.monotonic()
     if len(out) > limit:
         _kill_group(proc)
     else:
@@ -134,10 +146,13 @@ class LocalTransport:
         timeout: float = 60,
         check: bool = True,
         limit: int | None = None,
+        idle: float | None = None,
     ) -> Result:
         try:
             rc, data, err = run_bytes(["bash", "-c", command], stdin=stdin, timeout=timeout,
-                                      limit=limit)
+                                      limit=limit, idle=idle)
+        except IdleExpired:
+            raise Stalled.after_idle(self.where, command, idle or 0) from None
         except subprocess.TimeoutExpired:
             raise CommandTimeout.after(self.where, command, timeout) from None
         except FileNotFoundError as exc:

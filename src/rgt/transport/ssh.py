@@ -37,13 +37,14 @@ from rgt.transport.base import (
     PassphraseNeeded,
     Progress,
     Result,
+    Stalled,
     TransferStats,
     TransportError,
     Unreachable,
     _one_line,
     bash_missing,
 )
-from rgt.transport.local import TRUNCATED, _make_dir, run_bytes, run_local
+from rgt.transport.local import TRUNCATED, IdleExpired, _make_dir, run_bytes, run_local
 from rgt.transport.ssh_hosts import (
     Hop,
     KeyPolicy,
@@ -412,13 +413,18 @@ class SshTransport:
         timeout: float = 60,
         check: bool = True,
         limit: int | None = None,
+        idle: float | None = None,
     ) -> Result:
         """Run `command` under bash on the box. Secrets go in `stdin`, never in `command`.
-        With `limit`, at most that many bytes of stdout are read (`Result.truncated`)."""
+        With `limit`, at most that many bytes of stdout are read (`Result.truncated`), and
+        `idle` seconds without one raise `Stalled`."""
         argv = [*self.ssh_argv, self.target.host, "bash -c " + shlex.quote(command)]
         for attempt in (1, 2):
             try:
-                rc, data, err = run_bytes(argv, stdin=stdin, timeout=timeout, limit=limit)
+                rc, data, err = run_bytes(argv, stdin=stdin, timeout=timeout, limit=limit,
+                                          idle=idle)
+            except IdleExpired:
+                raise Stalled.after_idle(self.where, command, idle or 0) from None
             except subprocess.TimeoutExpired:
                 raise CommandTimeout.after(
                     self.where, command, timeout, "it may still be running on the box"

@@ -153,7 +153,8 @@ class DoorTransport:
     # ------------------------------------------------------------------ Transport
 
     def run(self, command: str, *, stdin: bytes | None = None, timeout: float = 60,
-            check: bool = True, limit: int | None = None) -> Result:
+            check: bool = True, limit: int | None = None,
+            idle: float | None = None) -> Result:  # (idle: the door answers whole)
         self._open()
         body = {"command": command, "stdin": base64.b64encode(stdin or b"").decode(),
                 "timeout": timeout}
