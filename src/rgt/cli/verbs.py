@@ -81,6 +81,12 @@ VERBS: tuple[Verb, ...] = (
     Verb("ckpt", _CLI + "ckpt_cmd",
          "Inspect checkpoints (rgt.ckpt, torch, Lightning, safetensors, HF checkpoint-N, "
          "torch.distributed.checkpoint): list them, verify one."),
+    Verb("mcp", _CLI + "mcp_cmd",
+         "Serve rgt's verbs to a coding agent over MCP (stdio); destructive steps need `rgt "
+         "approve`."),
+    Verb("approve", _CLI + "mcp_cmd",
+         "Approve one destructive step a coding agent asked for (shown first; type the box "
+         "name)."),
 )
 BY_NAME = {verb.name: verb for verb in VERBS}
 
