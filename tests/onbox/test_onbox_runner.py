@@ -235,6 +235,10 @@ print("wrote 50 files")
     assert log.splitlines()[-1] == "[rgt] exit=0 status=sync-failed"
     assert "status=succeeded" not in log and "sha256-verified" not in log
     assert not (durable / runner.SYNC_MANIFEST).exists()
+    # no temp file left, and whatever holds a final name is a whole copy
+    assert not [p for p in durable_mount.rglob("*") if p.name.endswith(runner.TMP_SUFFIX)]
+    for copy in (durable / "out").glob("*") if (durable / "out").exists() else ():
+        assert copy.read_bytes() == (run_dir / "code" / "out" / copy.name).read_bytes()
     assert probe.verdict(state, {})["status"] == "sync-failed"
 
 

@@ -43,9 +43,12 @@ What the runner does, and why:
   lock ``.<home>.rgt-job.lock`` beside the job's checkpoint home (``env.RGT_CKPT_DIR``), or
   while a job process of another run dir with the same RGT_CKPT_DIR lives.
 - on exit 0 the declared outputs are copied to ``durable_dir`` and every copy is re-read and
-  sha256-compared; success is claimed only when that verification passes (U33). A full disk or
-  inode cap (ENOSPC/EDQUOT) yields status ``sync-failed`` with the errno, the path and the AD4/U7
-  hint.
+  sha256-compared; success is claimed only when that verification passes (U33). Copies are
+  written under short temp names (any legal output name works) and flushed in batches (one
+  syncfs per batch where the libc has it), verified, then renamed: a final name never holds a
+  partial copy, and many small outputs copy at thousands of files/s, not one fsync each. A
+  full disk or inode cap (ENOSPC/EDQUOT) yields status ``sync-failed`` with the errno, the path
+  and the AD4/U7 hint.
 - the log ends with ``[rgt] exit=N status=...``.
 - running it again in the same RUN_DIR (vast.ai's onstart after a container restart or a
   preemption) is a relaunch: refused while a recorded pid lives, else ``launch`` counts up,
@@ -80,6 +83,7 @@ import traceback
 from rgt.onbox._common import (
     HASH_BUF_SIZE,
     RUNNER_COMM,
+    TMP_SUFFIX,
     boot_id,
     cgroup_facts,
     disk_facts,
@@ -350,13 +354,55 @@ class VerifyError(Exception):
     pass
 
 
-def copy_verified(src: str, dst: str):
-    """Copy SRC to DST via a temp file + fsync + rename, then re-read DST and compare sha256."""
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    tmp = dst + ".rgt-partial"
-    h = hashlib.sha256()
-    size = 0
+BATCH_FILES = 2000  # files written before one flush: a sync per batch, not per file
+BATCH_BYTES = 512 << 20  # and at most this much dirty data waiting for it
+
+
+def syncfs_call():
+    """libc's syncfs(2) (Linux >= 2.6.39: flush one filesystem, reporting its write-back errors
+    since 5.8), or None where there is none."""
     try:
+        return ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+
+
+class BatchCopier:
+    """Copy files into ROOT durably and verified, many at a time.
+
+    Each file is written to a short temp name in its destination directory (a 255-byte final
+    name plus a suffix would pass NAME_MAX), hashed on the way. Every BATCH_FILES files (or
+    BATCH_BYTES) the batch is flushed once — syncfs on ROOT's filesystem where the libc has it,
+    else an fsync per file — then every temp file is re-read and its sha256 compared, only then
+    renamed to its final name, and the renames made durable (syncfs again, or one fsync per
+    directory). A final name therefore only ever holds a complete, verified, flushed copy; one
+    flush per batch instead of per file is what makes 300,000 small outputs take seconds.
+    """
+
+    def __init__(self, root: str):
+        self.root = root
+        self.syncfs = syncfs_call()
+        self.flush_kind = "syncfs" if self.syncfs else "fsync"
+        self.pending = []  # (tmp, dst, rel, size, digest)
+        self.pending_bytes = 0
+        self.entries = []  # verified and renamed: {path, bytes, sha256}
+        self.bytes = 0
+        self.batches = 0
+        self.made_dirs = set()
+        self.counter = 0
+        self.failed_path = None
+
+    def add(self, src: str, dst: str, rel: str) -> None:
+        directory = os.path.dirname(dst)
+        if directory not in self.made_dirs:
+            os.makedirs(directory, exist_ok=True)
+            self.made_dirs.add(directory)
+        self.counter += 1
+        tmp = os.path.join(directory, f".{self.counter}.{os.getpid()}{TMP_SUFFIX}")
+        self.failed_path = dst
+        h = hashlib.sha256()
+        size = 0
+        self.pending.append((tmp, dst, rel, None, None))  # removed on failure from here on
         with open(src, "rb") as fin, open(tmp, "wb") as fout:
             while True:
                 block = fin.read(HASH_BUF_SIZE)
@@ -365,26 +411,64 @@ def copy_verified(src: str, dst: str):
                 h.update(block)
                 fout.write(block)
                 size += len(block)
-            fout.flush()
-            os.fsync(fout.fileno())
-        os.replace(tmp, dst)
-    except BaseException:
+            st = os.fstat(fin.fileno())
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    digest = h.hexdigest()
-    got_size, got_digest = sha256_file(dst)
-    if got_size != size or got_digest != digest:
-        raise VerifyError(
-            f"verification failed for {dst}: wrote {size} bytes sha256 {digest}, "
-            f"read back {got_size} bytes sha256 {got_digest}"
-        )
-    try:
-        st = os.stat(src)
-        os.utime(dst, (st.st_atime, st.st_mtime))
-    except OSError:
-        pass
-    return size, digest
+            os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        self.pending[-1] = (tmp, dst, rel, size, h.hexdigest())
+        self.pending_bytes += size
+        if len(self.pending) >= BATCH_FILES or self.pending_bytes >= BATCH_BYTES:
+            self.flush()
+
+    def _flush_data(self, paths) -> None:
+        if self.syncfs is not None:
+            fd = os.open(self.root, os.O_RDONLY)
+            try:
+                if self.syncfs(fd) == 0:
+                    return
+                code = ctypes.get_errno()
+            finally:
+                os.close(fd)
+            raise OSError(code, os.strerror(code), self.root)
+        for path in paths:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def flush(self) -> None:
+        """Make the pending batch durable, verify it, give it its final names."""
+        if not self.pending:
+            return
+        batch = self.pending
+        self._flush_data([tmp for tmp, *_ in batch])
+        for tmp, dst, _rel, size, digest in batch:
+            self.failed_path = dst
+            got_size, got_digest = sha256_file(tmp)
+            if got_size != size or got_digest != digest:
+                raise VerifyError(
+                    f"verification failed for {dst}: wrote {size} bytes sha256 {digest}, "
+                    f"read back {got_size} bytes sha256 {got_digest}"
+                )
+        for tmp, dst, rel, size, digest in batch:
+            self.failed_path = dst
+            os.replace(tmp, dst)
+            self.entries.append({"path": rel, "bytes": size, "sha256": digest})
+            self.bytes += size
+        self.pending, self.pending_bytes = [], 0
+        self.batches += 1
+        if self.syncfs is not None:
+            self._flush_data(())
+        else:
+            for directory in sorted({os.path.dirname(dst) for _t, dst, *_ in batch}):
+                fsync_dir(directory)
+
+    def discard(self) -> None:
+        """After a failure: remove the temp files not yet renamed."""
+        for tmp, *_ in self.pending:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        self.pending, self.pending_bytes = [], 0
 
 
 def sync_outputs(patterns, workdir: str, durable_dir: str) -> dict:
@@ -420,13 +504,21 @@ def sync_outputs(patterns, workdir: str, durable_dir: str) -> dict:
             )
             return record
         os.makedirs(durable_dir, exist_ok=True)
-        for src, rel in files:
-            dst = os.path.join(durable_dir, *rel.split("/"))
-            record["failed_path"] = dst
-            size, digest = copy_verified(src, dst)
-            entries.append({"path": rel, "bytes": size, "sha256": digest})
-            record["files"] += 1
-            record["bytes"] += size
+        copier = BatchCopier(durable_dir)
+        record["flush"] = copier.flush_kind
+        try:
+            for src, rel in files:
+                copier.add(src, os.path.join(durable_dir, *rel.split("/")), rel)
+            copier.flush()
+        except BaseException as exc:
+            record["failed_path"] = copier.failed_path
+            if isinstance(exc, OSError) and str(exc.filename or "").endswith(TMP_SUFFIX):
+                exc.filename = copier.failed_path  # name the output, not our temp file
+            copier.discard()
+            raise
+        finally:
+            entries = copier.entries
+            record.update(files=len(entries), bytes=copier.bytes, batches=copier.batches)
         record["failed_path"] = os.path.join(durable_dir, SYNC_MANIFEST)
         write_json_atomic(
             record["failed_path"],
@@ -439,8 +531,6 @@ def sync_outputs(patterns, workdir: str, durable_dir: str) -> dict:
                 "missing": [],
             },
         )
-        for d in sorted({os.path.dirname(os.path.join(durable_dir, e["path"])) for e in entries}):
-            fsync_dir(d)
         record.update(status="ok", verified=True, failed_path=None)
     except OSError as exc:
         code = exc.errno
