@@ -123,6 +123,7 @@ class GarbageBox:
         dest = str(self.root / "results")
         return rgt_argv(*{
             "watch": ("watch", "box", self.run_id),
+            "json": ("watch", "box", self.run_id, "--json"),
             "logs": ("logs", "box", self.run_id, "-n", "5"),
             "follow": ("watch", "box", self.run_id, "--follow", "--timeout", "20"),
             "pull": ("pull", "box", self.run_id, "--dest", dest),
