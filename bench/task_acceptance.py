@@ -8,6 +8,9 @@ repository root, as `sky launch examples/x.yaml` is; dstack: examples/). The cor
 projects' files, not rgt's, so they are not in this repository: see each DIR's SOURCE.md for
 the repository and commit they were taken from.
 
+Relative paths in a task are read from the repository root, and, when that finds nothing
+there, from the file's own folder (the examples' READMEs use both).
+
 A file counts as a task file when one of its YAML documents is a mapping with a task's words
 (SkyPilot: run, setup, resources, service, num_nodes, file_mounts, envs, workdir, pool;
 dstack: type) and none is a Kubernetes object or a tool's own config. "Accepted" means
@@ -62,16 +65,25 @@ def is_task(path: Path, words: set[str]) -> bool:
 
 
 def field_of(message: str, path: Path) -> str:
+    """The field a refusal names, with the kind of refusal where one field has several."""
     text = message.replace(str(path), "").lstrip(": ")
     for word, label in (("not valid YAML", "YAML"), ("pipeline", "pipeline"),
-                        ("SkyServe", "service"), ("pool", "pool")):
+                        ("job group", "job group"), ("SkyServe", "service"),
+                        ("dstack service", "service"), ("pool", "pool"),
+                        ("no value in the file", "env from the shell, unset"),
+                        ("is a TPU", "TPU")):
         if word in text:
             return label
+    if text.startswith("is "):
+        return text[3:].split(":")[0]
+    if text.startswith(("file_mounts.", "files")):
+        kind = ("bucket" if "bucket" in text or "not copied by rgt" in text else
+                "outside the pushed folder" if "outside" in text or "share no" in text else
+                "mode" if "mode" in text else text.split(": ", 1)[-1][:30])
+        return f"{text.split('.')[0].split(':')[0]} ({kind})"
     match = FIELD.search(text)
     if match:
-        field = match[1] or match[2]
-        return re.sub(r"^(envs|secrets)\..*", r"\1 (null value)", field) \
-            if "no value" in text or "not set" in text else field
+        return match[1] or match[2]
     return text.split(":")[0][:40]
 
 
@@ -88,10 +100,12 @@ def asked_for(path: Path) -> set[str]:
     value): measured as a user who exported them, as the task's README tells them to."""
     names = set()
     for doc in documents(path):
-        for key in ("envs", "secrets"):
+        for key in ("envs", "secrets", "env"):
             given = doc.get(key) if isinstance(doc, dict) else None
             if isinstance(given, dict):
-                names |= {str(k) for k, v in given.items() if v is None}
+                names |= {str(k) for k, v in given.items() if v is None or v == ""}
+            elif isinstance(given, list):  # dstack's [NAME=value, NAME]
+                names |= {str(e) for e in given if "=" not in str(e)}
     return names
 
 
@@ -124,7 +138,17 @@ def measure(root: Path, words: set[str]) -> dict:
                 tally[out]["services"] += 1
             try:
                 with exported(asked_for(path)):
-                    refuse_tpu(load_spec(Path(relative)))
+                    try:
+                        refuse_tpu(load_spec(Path(relative)))
+                    except UserError as err:
+                        # its README says to run it from its own folder: try that too
+                        if "exist" not in str(err) and "not a directory" not in str(err):
+                            raise
+                        os.chdir(path.parent)
+                        try:
+                            refuse_tpu(load_spec(Path(path.name)))
+                        finally:
+                            os.chdir(root)
             except UserError as err:
                 tally[out]["refused"] += 1
                 fields[out][field_of(str(err), Path(relative))] += 1

@@ -135,7 +135,8 @@ def test_skypilot_accelerator_forms(tmp_path, accelerators, gpu, alternatives):
         assert job.resources.gpu == gpu and job.resources.gpu_alternatives == alternatives
 
 
-def test_a_skypilot_task_runs_unchanged(tmp_path):
+def test_a_skypilot_task_runs_unchanged(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # SkyPilot reads a relative workdir from where it runs
     (tmp_path / "code").mkdir()
     job = sky(tmp_path, {
         "name": "llm-ft", "workdir": "code", "num_nodes": 2,
@@ -155,15 +156,15 @@ def test_a_skypilot_task_runs_unchanged(tmp_path):
 
 
 @pytest.mark.parametrize("task,says", [
-    ({"run": "x", "file_mounts": {"/d": "s3://b"}}, "`file_mounts` has no rgt equivalent"),
-    ({"run": "x", "resources": {"cloud": "aws"}}, "`resources.cloud` has no rgt equivalent"),
+    ({"run": "x", "file_mounts": {"/d": "s3://b"}}, "file_mounts./d: s3://b is not copied"),
+    ({"run": "x", "resources": {"cloud": "aws"}}, "resources.cloud 'aws': rgt has no aws"),
     ({"run": "x", "resources": {"instance_type": "p3.2xlarge"}}, "resources.instance_type"),
     ({"run": "x", "resources": {"image_id": "ami-0868a20f5a3bf9702"}}, "docker:IMAGE"),
     ({"run": "x", "resources": {"accelerators": "A100:0.5"}}, "fractional"),
     ({"run": "x", "resources": {"accelerators": "A100:2", "gpus": "A100:2"}}, "not both"),
     ({"run": "x", "resources": {"cpus": "lots"}}, "resources.cpus 'lots'"),
     ({"run": "x", "resources": {"disk_size": "big"}}, "resources.disk_size"),
-    ({"run": "x", "envs": {"K": None}}, "envs.K has no value"),
+    ({"run": "x", "envs": {"K": None}}, "envs K has no value in the file and is not set"),
     ({"run": "x", "secrets": {"HF_TOKEN": "hf_abc"}}, "secrets.HF_TOKEN has its value"),
     ({"envs": {"A": 1}}, "has no `run`"),
     ({"run": "x", "resources": [{"accelerators": "A100"}]}, "must be a mapping"),

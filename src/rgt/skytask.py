@@ -1,48 +1,85 @@
-"""SkyPilot task YAMLs, read as rgt job specs: the common subset, in the forms SkyPilot takes.
+"""SkyPilot task YAMLs, read as rgt job specs, with the meaning SkyPilot gives them.
 
 So a SkyPilot user runs `rgt run BOX task.yaml` on the file they have. What maps
 (docs.skypilot.co reference/yaml-spec; sky/resources.py `_set_accelerators`, `_set_cpus`,
-`_set_memory`):
+`_set_memory`; sky/utils/infra_utils.py for `infra`):
 
-    name, workdir, setup, run            the same words in an rgt spec
-    envs: {K: V}                         env (a null value, "pass it with --env", refused)
+    name, setup, run                     the same words in an rgt spec; `run` runs once on
+                                         every node with SKYPILOT_* set (rgt.remote.node_env)
+    workdir                              pushed; relative to where rgt runs, as SkyPilot
+                                         reads it; none: nothing is uploaded (taskfiles)
+    file_mounts: {/dst: ./local}         pushed inside the workdir and copied to /dst before
+                                         setup; a source outside it, a bucket, or a local
+                                         source in MOUNT mode (writes would go to a bucket)
+                                         is refused by name
+    envs: {K: V}                         env; a null or empty value is read from this shell
+                                         and sent as a secret (SkyPilot: "required")
     secrets: {K: null}                   secrets: names only; rgt reads values from this shell
     num_nodes: N                         resources.nodes
     resources.accelerators / gpus        resources.gpu: 'A100:2' or 'A100' (count 1); an
                                          ordered list ['L4:1', 'A100:1'] (first preferred) or a
                                          mapping {A100: 2, H100: 1} (any one of): the first is
                                          the request, all are kept in gpu_alternatives
+    resources.any_of / ordered           the same, from each candidate's accelerators
     resources.cpus: 8 | '8+'             resources.cpus (at least that many)
     resources.memory: 32 | '32+'         resources.mem, GB
     resources.disk_size: 256             resources.disk, GB
     resources.use_spot                   resources.spot
     resources.image_id: docker:IMG       resources.image (only container images map)
-    resources.region                     resources.region
+    resources.infra / cloud / region     a platform rgt has (kubernetes/k8s, slurm, ssh,
+                                         runpod, lambda, vast, '*'): the box's profile runs it,
+                                         a region maps to resources.region; a cloud rgt has no
+                                         platform for (aws, gcp, azure …) is refused, naming
+                                         the rgt profile nearest to it
+    resources.ports, disk_tier,          noted, not refused: the job runs the same; rgt opens
+      network_tier, labels, autostop,    no port (reach one with ssh -L), takes the box's disk
+      job_recovery                       and network as they are, and restarts only by recover:
 
-Anything else (cloud, zone, instance_type, file_mounts, any_of, ports …) is refused by name:
-rgt would otherwise run something other than what the file asks for.
+Services, pools, pipelines and job groups are named as what they are. Anything else
+(instance_type, zone, config, volumes, fractional GPUs …) is refused by name: rgt would
+otherwise run something other than what the file asks for.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Any
 
+from rgt import taskfiles
 from rgt.errors import UserError
 
-TOP = {"name", "workdir", "setup", "run", "envs", "secrets", "num_nodes", "resources"}
+TOP = {"name", "workdir", "setup", "run", "envs", "secrets", "num_nodes", "resources",
+       "file_mounts"}
+IGNORED_TOP = {"inputs", "outputs"}  # size hints for SkyPilot's optimizer, not the job's
 RESOURCES = {"accelerators", "gpus", "cpus", "memory", "disk_size", "use_spot", "image_id",
-             "region"}
+             "region", "infra", "cloud", "any_of", "ordered"}
+NOTED = {  # resources fields that change where or how fast, not what the job does
+    "ports": "rgt opens no port on the box; reach it from this machine with `ssh -N -L "
+             "PORT:localhost:PORT BOX`",
+    "disk_tier": "rgt takes the box's disk as it is",
+    "network_tier": "rgt takes the box's network as it is",
+    "labels": "rgt sets no labels from a SkyPilot task (an rgt spec's kubernetes.labels does)",
+    "autostop": "rgt stops nothing by itself: `rgt down` after the pull",
+    "job_recovery": "rgt restarts a run only with an rgt spec's `recover:`",
+    "spot_recovery": "rgt restarts a run only with an rgt spec's `recover:`",
+}
 # Keys only a SkyPilot task has: one of them marks the file as one (an rgt spec refuses them).
 SKY_ONLY = {"envs", "num_nodes", "file_mounts", "service", "config", "event_callback",
-            "experimental", "inputs", "outputs_size"}
+            "experimental", "inputs", "outputs_size", "pool", "volumes"}
 SKY_RESOURCES = {"accelerators", "gpus", "memory", "disk_size", "use_spot", "image_id",
                  "cloud", "infra", "zone", "instance_type", "any_of", "ordered", "ports",
                  "labels", "disk_tier", "accelerator_args", "job_recovery", "spot_recovery",
-                 "autostop"}
+                 "autostop", "network_tier"}
+# SkyPilot's infra names rgt has a platform for; the rest, with the nearest rgt profile.
+RGT_INFRA = {"kubernetes", "k8s", "slurm", "ssh", "runpod", "lambda", "vast", "*"}
+NEAREST = {"aws": "kubernetes (EKS) or generic-ssh (an EC2 instance you started)",
+           "gcp": "kubernetes (GKE) or generic-ssh (a VM you started)",
+           "azure": "kubernetes (AKS) or generic-ssh (a VM you started)"}
 _ACCELERATOR = re.compile(r"^([A-Za-z0-9_\-]+)(?::(\d+))?$")
 _AT_LEAST = re.compile(r"^(\d+(?:\.\d+)?)\+?$")
+_BUCKET = re.compile(r"^([a-z0-9]+)://")
 
 
 def is_skypilot(data: dict[str, Any]) -> bool:
@@ -54,36 +91,106 @@ def is_skypilot(data: dict[str, Any]) -> bool:
     return "name" not in data and set(data) <= TOP
 
 
-def to_spec(data: dict[str, Any], *, default_name: str) -> dict[str, Any]:
-    """The rgt spec (as data for JobSpec) a SkyPilot task asks for; a UserError naming the
-    first field that has no rgt meaning."""
-    unknown = sorted(set(data) - TOP)
+def what_it_is(data: dict[str, Any]) -> str | None:
+    """A refusal for a SkyPilot file that is not a task rgt runs: a service, a pool."""
+    if "service" in data:
+        return ("is a SkyServe service (its `service:` section): SkyServe services are not run "
+                "by rgt; run the model server as a task (drop `service:`) and reach its port "
+                "with ssh -L")
+    if "pool" in data:
+        return ("is a SkyPilot pool (`pool:`, for `sky jobs pool apply`): rgt runs no pools; "
+                "a box you `rgt up` is the nearest thing")
+    return None
+
+
+def several_documents(docs: list[Any]) -> str:
+    """Why a multi-document file is refused, naming what SkyPilot means by it."""
+    head = docs[0] if docs and isinstance(docs[0], dict) else {}
+    kind = "job group" if {"execution", "primary_tasks"} & set(head) else "pipeline"
+    tasks = len(docs) - (1 if set(head) <= {"name", "execution", "primary_tasks",
+                                            "termination_delay"} else 0)
+    return (f"is a SkyPilot {kind} of {tasks} tasks in one file: rgt runs one task per file; "
+            "put each task in a file of its own and chain them with `rgt run BOX NEXT.yaml "
+            "--after RUN`")
+
+
+def to_spec(data: dict[str, Any], *, default_name: str,
+            cwd: Path | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The rgt spec (as data for JobSpec) a SkyPilot task asks for, and notes for the user
+    about what rgt takes as it is; a UserError naming the first field that has no rgt
+    meaning."""
+    cwd = cwd or Path.cwd()
+    refusal = what_it_is(data)
+    if refusal:
+        raise UserError(refusal)
+    unknown = sorted(set(data) - TOP - IGNORED_TOP)
     if unknown:
         raise UserError(f"SkyPilot field `{unknown[0]}` has no rgt equivalent; remove it (rgt "
-                        "takes name, workdir, setup, run, envs, secrets, num_nodes and "
-                        "resources.accelerators/cpus/memory/disk_size/use_spot/image_id)")
+                        "takes name, workdir, setup, run, envs, secrets, num_nodes, "
+                        "file_mounts and resources)")
     if not data.get("run"):
         raise UserError("the SkyPilot task has no `run`: rgt needs the command to train with")
     name = str(data.get("name") or re.sub(r"[^A-Za-z0-9_.\-]", "-", default_name).strip("-."))
     spec: dict[str, Any] = {"name": name, "run": _text(data["run"], "run"),
                             "dialect": "skypilot"}
-    for key in ("workdir", "setup"):
-        if data.get(key) is not None:
-            spec[key] = _text(data[key], key) if key == "setup" else data[key]
     envs = data.get("envs") or {}
     if not isinstance(envs, dict):
         raise UserError("SkyPilot `envs` must be a mapping NAME: value")
-    missing = [k for k, v in envs.items() if v is None]
-    if missing:
-        raise UserError(f"envs.{missing[0]} has no value (SkyPilot takes it from --env); give "
-                        "it a value in the file, or list it under `secrets` if it is one")
-    spec["env"] = {str(k): str(v) for k, v in envs.items()}
-    spec["secrets"] = _secret_names(data.get("secrets"))
-    resources = dict(_resources(data.get("resources") or {}))
+    asked = [str(k) for k, v in envs.items() if v is None or v == ""]
+    spec["env"] = {str(k): str(v) for k, v in envs.items() if str(k) not in asked}
+    spec["secrets"] = _secret_names(data.get("secrets")) + taskfiles.from_shell(asked, "envs")
+    workdir = data.get("workdir")
+    if workdir is not None and not isinstance(workdir, str):
+        raise UserError("SkyPilot `workdir` from a git repository ({url, ref}) is not fetched "
+                        "by rgt: clone it in `setup` (git clone --branch REF URL)")
+    copies = _local_mounts(data.get("file_mounts"), cwd)
+    pushed = taskfiles.pushed_dir(workdir, [src for _, src in copies], cwd)
+    spec["workdir"] = str(pushed)
+    setup = _text(data["setup"], "setup") if data.get("setup") is not None else ""
+    spec["setup"] = "\n".join([*taskfiles.copy_lines(copies, pushed, "file_mounts"), setup])
+    resources, notes = _resources(data.get("resources") or {})
     if data.get("num_nodes") is not None:
         resources["nodes"] = _count(data["num_nodes"], "num_nodes")
     spec["resources"] = resources
-    return spec
+    return spec, notes
+
+
+def _local_mounts(mounts: Any, cwd: Path) -> list[tuple[str, Path]]:
+    """(destination, local source) for every file mount rgt carries; the rest refused."""
+    if mounts is None:
+        return []
+    if not isinstance(mounts, dict):
+        raise UserError("SkyPilot `file_mounts` must be a mapping /dst: source")
+    copies = []
+    for dst, given in mounts.items():
+        field = f"file_mounts.{dst}"
+        source, mode = given, "COPY"
+        if isinstance(given, dict):
+            source, mode = given.get("source"), str(given.get("mode") or "MOUNT").upper()
+            if isinstance(source, list) and len(source) == 1:
+                source = source[0]
+            if source is None:
+                raise UserError(f"{field} is a cloud bucket ({given.get('name') or 'unnamed'}"
+                                f", mode {mode}): rgt creates and mounts no buckets; mount it "
+                                "in `setup` (mountpoint-s3, gcsfuse, rclone) or use the box's "
+                                "durable dir ($RGT_CKPT_DIR)")
+        if not isinstance(source, str):
+            raise UserError(f"{field}: expected one source path or bucket URL")
+        bucket = _BUCKET.match(source)
+        if bucket or source.startswith("$"):
+            tool = {"s3": "the AWS CLI (pip install awscli): aws s3 sync",
+                    "gs": "the gcloud CLI: gcloud storage cp -r",
+                    "r2": "the AWS CLI against R2's endpoint: aws s3 sync --endpoint-url",
+                    "https": "curl -fLo", "http": "curl -fLo"}.get(
+                        bucket[1] if bucket else "", "the storage's own CLI")
+            raise UserError(f"{field}: {source} is not copied by rgt; fetch it in `setup` "
+                            f"with {tool} (credentials as `secrets`)")
+        if mode != "COPY":
+            raise UserError(f"{field}: a local source in mode {mode} is uploaded to a bucket "
+                            "that the job's writes go back to; rgt creates no buckets: use "
+                            "mode: COPY (a copy on the box) or the box's durable dir")
+        copies.append((str(dst), taskfiles.resolve(source, cwd)))
+    return copies
 
 
 def _text(value: Any, field: str) -> str:
@@ -109,20 +216,32 @@ def _secret_names(secrets: Any) -> list[str]:
     return [str(k) for k in secrets]
 
 
-def _resources(given: Any) -> dict[str, Any]:
+def _resources(given: Any) -> tuple[dict[str, Any], list[str]]:
     if not isinstance(given, dict):
-        raise UserError("SkyPilot `resources` must be a mapping (a list of candidates, "
-                        "any_of or ordered, has no rgt equivalent)")
-    unknown = sorted(set(given) - RESOURCES)
+        raise UserError("SkyPilot `resources` must be a mapping (candidates go under its "
+                        "any_of or ordered)")
+    notes = [f"resources.{k} {given[k]!r} is not applied: {why}" for k, why in NOTED.items()
+             if given.get(k) is not None]
+    unknown = sorted(set(given) - RESOURCES - set(NOTED))
     if unknown:
-        raise UserError(f"SkyPilot field `resources.{unknown[0]}` has no rgt equivalent; remove "
-                        "it (the platform is rgt's --profile, and each platform maps the rest)")
+        nearest = {"instance_type": " (ask for what it holds: accelerators, cpus, memory)",
+                   "zone": " (rgt places a job by region at most)"}.get(unknown[0], "")
+        raise UserError(f"SkyPilot field `resources.{unknown[0]}` has no rgt equivalent"
+                        f"{nearest}; remove it (the platform is the box's profile, and each "
+                        "platform maps the rest)")
     if "accelerators" in given and "gpus" in given:
         raise UserError("give `resources.accelerators` or its alias `gpus`, not both")
     out: dict[str, Any] = {}
+    region = _placement(given, "resources")
+    candidates = given.get("any_of", given.get("ordered"))
+    choices = []
+    if candidates is not None:
+        choices = _candidates(candidates, "any_of" if "any_of" in given else "ordered")
     accelerators = given.get("accelerators", given.get("gpus"))
     if accelerators is not None:
-        choices = _accelerators(accelerators)
+        choices = _accelerators(accelerators) + [c for c in choices if c not in
+                                                 _accelerators(accelerators)]
+    if choices:
         out["gpu"] = choices[0]
         if len(choices) > 1:
             out["gpu_alternatives"] = choices
@@ -142,8 +261,53 @@ def _resources(given: Any) -> dict[str, Any]:
             raise UserError(f"resources.image_id {image!r}: rgt maps container images only "
                             "(docker:IMAGE); a cloud's machine image has no rgt equivalent")
         out["image"] = image.removeprefix("docker:")
-    if given.get("region") is not None:
-        out["region"] = str(given["region"])
+    if region:
+        out["region"] = region
+    return out, notes
+
+
+def _placement(given: dict[str, Any], field: str) -> str | None:
+    """The region a candidate asks for; its infra/cloud must be a platform rgt has."""
+    infra = given.get("infra")
+    if infra is None and given.get("cloud") is not None:
+        infra = f"{given['cloud']}/{given['region']}" if given.get("region") else given["cloud"]
+    if infra is None:
+        return str(given["region"]) if given.get("region") is not None else None
+    parts = str(infra).strip().lower().split("/")
+    where = "infra" if "infra" in given else "cloud"
+    if parts[0] not in RGT_INFRA:
+        nearest = NEAREST.get(parts[0], "generic-ssh (a machine you started there)")
+        raise UserError(f"{field}.{where} {infra!r}: rgt has no {parts[0]} platform; the "
+                        f"nearest rgt profile is {nearest}; remove `{where}` to run on the box "
+                        "you give `rgt run`")
+    # kubernetes/CONTEXT, ssh/POOL and slurm/CLUSTER name a cluster, not a region
+    if parts[0] in ("kubernetes", "k8s", "ssh", "slurm") or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def _candidates(value: Any, field: str) -> list[str]:
+    """GPU alternatives from any_of/ordered: each candidate's accelerators, in order, from
+    the candidates on a platform rgt has; the others are dropped only if one remains."""
+    if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):
+        raise UserError(f"resources.{field} must be a list of resource mappings")
+    allowed = {"accelerators", "gpus", "infra", "cloud", "region", "use_spot"}
+    out, refused = [], None
+    for i, candidate in enumerate(value):
+        extra = sorted(set(candidate) - allowed)
+        if extra:
+            raise UserError(f"resources.{field}[{i}].{extra[0]}: rgt takes accelerators, "
+                            "infra/cloud and region from a candidate, nothing else")
+        try:
+            _placement(candidate, f"resources.{field}[{i}]")
+        except UserError as err:
+            refused = refused or err
+            continue
+        accelerators = candidate.get("accelerators", candidate.get("gpus"))
+        if accelerators is not None:
+            out += [c for c in _accelerators(accelerators) if c not in out]
+    if refused is not None and not out:
+        raise refused
     return out
 
 

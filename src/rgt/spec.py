@@ -22,6 +22,7 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,7 +36,7 @@ from pydantic import (
     model_validator,
 )
 
-from rgt import skytask, yaml12
+from rgt import dstacktask, skytask, yaml12
 from rgt.errors import UserError
 
 GPU_CONSTRAINT = re.compile(r"^(?P<model>[A-Za-z0-9_\-]+)(?::(?P<count>\d+))?$")
@@ -377,7 +378,8 @@ def _require_names(names, message: str) -> None:
 def load_spec(path: Path) -> JobSpec:
     """Read and validate a job spec; the workdir is resolved relative to the file."""
     try:
-        data = yaml12.load(path.read_text(encoding="utf-8"))
+        documents = [d for d in yaml12.load_all(path.read_text(encoding="utf-8"))
+                     if d is not None]
     except FileNotFoundError:
         raise UserError(f"job spec {path} does not exist") from None
     except IsADirectoryError:
@@ -390,13 +392,24 @@ def load_spec(path: Path) -> JobSpec:
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise UserError(f"{where}: not valid YAML: {problem}") from None
+    data = documents[0] if len(documents) == 1 else None
+    if len(documents) > 1 and all(isinstance(d, dict) for d in documents):
+        raise UserError(f"{path} {skytask.several_documents(documents)}")
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping with at least `name` and `run`")
-    if skytask.is_skypilot(data):  # a SkyPilot task file, read as it is
+    # a SkyPilot or dstack task file, read as that tool reads it (rgt.skytask, rgt.dstacktask)
+    dialect = dstacktask if dstacktask.is_dstack(data) else \
+        skytask if skytask.is_skypilot(data) else None
+    if dialect is not None:
         try:
-            data = skytask.to_spec(data, default_name=path.stem)
+            data, notes = (dstacktask.to_spec(data, path=path) if dialect is dstacktask else
+                           skytask.to_spec(data, default_name=path.stem))
         except UserError as err:
-            raise UserError(f"{path}: {err}") from None
+            text = str(err)
+            raise UserError(f"{path} {text}" if text.startswith("is ") else
+                            f"{path}: {text}") from None
+        for note in notes:  # what the file asks for that rgt takes as it is, said once
+            print(f"note: {path.name}: {note}", file=sys.stderr)
     try:
         spec = JobSpec.model_validate(data)
     except ValidationError as err:
