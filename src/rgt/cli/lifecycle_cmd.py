@@ -348,6 +348,13 @@ def _row(label: str, text: str, style: str = "") -> str:
     return shown + " " * (LABEL_WIDTH - len(label)) + text
 
 
+def _as_shown(line: str) -> str:
+    """A log line as a terminal leaves it: after its last carriage return that has text
+    behind it (a progress bar's latest state), not every update shown as an escaped CR."""
+    pieces = [piece for piece in line.split("\r") if piece.strip()]
+    return pieces[-1] if pieces else ""
+
+
 def _render_summary(store: Store, box: str, run_id: str, s: dict) -> None:
     color = {"succeeded": "green", "running": "cyan", "starting": "cyan", "paused": "yellow",
              "stopped": "yellow",
@@ -389,7 +396,8 @@ def _render_summary(store: Store, box: str, run_id: str, s: dict) -> None:
         lines.append(_row("warn", escape(warning), "yellow"))
     if s["status"] in ("failed", "vanished", "sync-failed", "preempted", "stopped") and \
             s.get("log_tail"):
-        lines.append("[bold]log tail[/]\n" + escape("\n".join(s["log_tail"][-10:])))
+        lines.append("[bold]log tail[/]\n" + escape("\n".join(
+            _as_shown(line) for line in s["log_tail"][-10:])))
     console.print(Panel("\n".join(lines), title=f"{box} · {run_id}", expand=False))
 
 
