@@ -120,3 +120,35 @@ def test_no_second_run_of_a_job_while_any_process_of_another_lives(make_run, lau
     wait_for(lambda: not _common.pid_alive(escaped), 10, what="escaped process gone")
     launcher.start(second)
     assert wait_status(second, ("succeeded", "failed"))["status"] == "succeeded"
+
+
+# A daemonising child: it starts a grandchild in a session of its own and exits at once, so the
+# grandchild is an orphan from the start (what torchrun's workers become when the agent dies).
+ORPHANING_JOB = """
+import subprocess, sys, time
+code = ("import subprocess, sys; g = subprocess.Popen([sys.executable, '-c', "
+        "'import time; time.sleep(60)'], start_new_session=True); "
+        "open('grandchild.pid', 'w').write(str(g.pid))")
+subprocess.run([sys.executable, "-c", code], check=True)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_runner_adopts_orphans_and_reaps_them(make_run, launcher):
+    run_dir = make_run(ORPHANING_JOB)
+    proc = launcher.start(run_dir)
+    wait_status(run_dir, "running")
+    wait_log(run_dir, "ready")
+    orphan = int((run_dir / "code" / "grandchild.pid").read_text())
+    try:
+        assert int(_common.proc_stat_fields(orphan)[1]) == proc.pid  # the subreaper adopted it
+        os.kill(orphan, signal.SIGKILL)
+        # reaped by the runner's heartbeat: not even a zombie is left
+        wait_for(lambda: not os.path.exists(f"/proc/{orphan}"), 10, what="orphan reaped")
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(orphan, signal.SIGKILL)
+    proc.send_signal(signal.SIGTERM)
+    state = wait_status(run_dir, ("stopped", "failed"))
+    assert state["status"] == "stopped" and state["leftovers"] == 0

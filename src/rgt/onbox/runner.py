@@ -576,6 +576,9 @@ class Runner:
         self.save_error = None
         self.previous = {}
         self.job_lock_fd = None
+        # held while a job leader is being started: until self.proc names it, a zombie child
+        # of ours could be that leader, which only Popen.wait may reap
+        self.spawn_lock = threading.Lock()
         self.notes = []  # said in the log once it is open
         self._seen_path = os.path.join(self.run_dir, SEEN_FILE)
 
@@ -601,8 +604,9 @@ class Runner:
 
     def _heartbeat(self, interval: float) -> None:
         while not self.stop.wait(interval):
-            proc = self.proc
-            reap_adopted(skip=(proc.pid,) if proc is not None else ())
+            with self.spawn_lock:
+                proc = self.proc
+                reap_adopted(skip=(proc.pid,) if proc is not None else ())
             self.save(heartbeat=now())
 
     # -- launch guard
@@ -813,6 +817,7 @@ class Runner:
             with contextlib.suppress(OSError):  # what an earlier attempt's shell saw
                 os.unlink(self._seen_path)
             try:
+                self.spawn_lock.acquire()
                 self.proc = subprocess.Popen(
                     argv,
                     cwd=workdir,
@@ -824,6 +829,8 @@ class Runner:
                 )
             except OSError as exc:
                 return self._fail(f"cannot start the job: {exc}")
+            finally:
+                self.spawn_lock.release()
             pid = self.proc.pid
             self.save(
                 status="running",
