@@ -66,8 +66,9 @@ def answer(outcome: Outcome, *, log_keys: tuple[str, ...] = (), **extra: Any) ->
                               "command": "rgt " + " ".join(outcome.argv)}
     doc = outcome.document()
     if doc is not None:
-        doc = {k: v for k, v in doc.items() if k not in ("schema", "verb")}
-        texts = _pop_logs(doc, log_keys)
+        if isinstance(doc, dict):
+            doc = {k: v for k, v in doc.items() if k not in ("schema", "verb")}
+        texts = _pop_logs(doc, log_keys) if isinstance(doc, dict) else []
         result["result"] = clean(doc)
         result["note"] = RESULT_NOTE
         if texts:
@@ -383,7 +384,7 @@ async def cancel(box: str, ctx: Context, run_id: str | None = None,
     the user types."""
     looked = await _verb(ctx, "watch", box, *([run_id] if run_id else []), "--json")
     doc = looked.document()
-    if looked.exit_code != 0 or doc is None:
+    if looked.exit_code != 0 or not isinstance(doc, dict):
         return answer(looked)
     preview = gates.cancel_preview(doc, box)
     action = gates.cancel_action(box, str(preview["run"]))

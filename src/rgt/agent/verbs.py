@@ -42,13 +42,13 @@ class Outcome:
     timed_out: bool = False
     cut: bool = False  # stdout was longer than CAPTURE_BYTES (the head or the tail was kept)
 
-    def document(self) -> dict | None:
-        """The --json document on stdout, if it is one."""
+    def document(self) -> dict | list | None:
+        """The --json document on stdout, if it is one (`gotcha search --json` is a list)."""
         try:
             value = json.loads(self.stdout)
         except ValueError:
             return None
-        return value if isinstance(value, dict) else None
+        return value if isinstance(value, dict | list) else None
 
     def error_line(self) -> str:
         """rgt's one-line error (`error: ...`), else the last line it wrote to stderr."""
