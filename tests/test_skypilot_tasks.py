@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from boxkit import Rgt
 from cli import rgt
 
@@ -142,3 +143,119 @@ def test_render_refuses_a_lone_torchrun_in_one_line(tmp_path):
 
 def load_spec_from(data: dict) -> JobSpec:
     return JobSpec.model_validate(data)
+
+
+# -- issue 32: the fields SkyPilot's own examples use most -----------------------------------
+
+def test_local_file_mounts_travel_with_the_push_and_no_workdir_pushes_nothing(
+        tmp_path, monkeypatch):
+    """file_mounts copy local files from the pushed folder to their place before setup; a
+    task without workdir uploads nothing (the YAML's whole folder went before)."""
+    project = tmp_path / "project"
+    (project / "conf").mkdir(parents=True)
+    (project / "conf" / "lr.txt").write_text("0.25\n")
+    (project / "big.bin").write_bytes(b"\0" * 4096)
+    dest = tmp_path / "on-box" / "conf"
+    task = write(project, (
+        f"workdir: .\nfile_mounts:\n  {dest}: ./conf\n"
+        "setup: echo \"setup sees $(cat " + str(dest) + "/lr.txt)\"\n"
+        "run: echo \"lr=$(cat " + str(dest) + "/lr.txt)\"\n"))
+    bare = write(project, "run: |\n  echo \"here: [$(ls -A)]\"\n", "bare.yaml")
+    cli = Rgt(tmp_path / "home")
+    cli.ok("up", "box")
+    monkeypatch.chdir(project)  # SkyPilot reads paths from where its command runs
+    for spec, said in ((task, "lr=0.25"), (bare, "here: []")):
+        run_id = cli.ok("run", "box", spec.name, "-d").stdout.strip().splitlines()[-1]
+        cli.ok("watch", "box", run_id, "--until-done", "--timeout", "60")
+        log = cli.ok("logs", "box", run_id).stdout
+        assert said in log, log
+    assert (dest / "lr.txt").read_text() == "0.25\n"
+
+
+def test_a_relative_workdir_is_read_from_where_rgt_runs(tmp_path, monkeypatch):
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "src").mkdir()
+    task = write(tmp_path / "tasks", "workdir: src\nrun: python train.py\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_spec(task).workdir == (tmp_path / "src").resolve()
+    monkeypatch.chdir(tmp_path / "tasks")
+    with pytest.raises(UserError, match="read from where rgt runs"):
+        load_spec(task)
+
+
+def test_envs_without_a_value_come_from_this_shell_as_secrets(tmp_path, monkeypatch):
+    task = write(tmp_path, "envs: {HF_TOKEN: null, WANDB_API_KEY: '', MODEL: llama}\n"
+                           "run: python train.py\n")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("WANDB_API_KEY", "w")
+    with pytest.raises(UserError, match=r"envs HF_TOKEN has no value in the file and is not "
+                                        r"set here: `export HF_TOKEN=…`"):
+        load_spec(task)
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    spec = load_spec(task)
+    assert spec.env == {"MODEL": "llama"} and spec.secrets == ["HF_TOKEN", "WANDB_API_KEY"]
+    assert "hf_secret" not in spec.model_dump_json()  # values travel on stdin at run time
+
+
+def test_candidates_and_noted_fields(tmp_path, monkeypatch):
+    spec = load_spec(DATA / "any-of.yaml")
+    r = spec.resources
+    assert (r.gpu, r.gpu_alternatives, r.region) == ("A100:8", ["A100:8", "A100-80GB:8"], None)
+    result = rgt("render", str(DATA / "any-of.yaml"), "--profile", "slurm", "--durable-dir",
+                 "/s", env={"RGT_HOME": str(tmp_path / "h")})
+    assert result.returncode == 0, result.stderr
+    assert "resources.ports 8080 is not applied: rgt opens no port" in result.stderr
+    assert "resources.disk_tier 'best' is not applied" in result.stderr
+
+
+@pytest.mark.parametrize("task,says", [
+    ({"run": "x", "file_mounts": {"/d": {"name": "my-bucket", "mode": "MOUNT"}}},
+     "file_mounts./d is a cloud bucket (my-bucket, mode MOUNT): rgt creates and mounts no "
+     "buckets"),
+    ({"run": "x", "file_mounts": {"/d": "gs://b/p"}}, "gcloud storage cp"),
+    ({"run": "x", "file_mounts": {"/d": {"source": "./here", "mode": "MOUNT"}}},
+     "use mode: COPY"),
+    ({"run": "x", "workdir": ".", "file_mounts": {"~/.ssh/id_rsa": "/etc/hostname"}},
+     "is outside the folder rgt pushes"),
+    ({"run": "x", "file_mounts": {"/d": "/etc/hostname", "/e": "/usr/bin/env"}},
+     "share no folder but /"),
+    ({"run": "x", "resources": {"infra": "gcp/us-central1"}},
+     "rgt has no gcp platform; the nearest rgt profile is kubernetes (GKE)"),
+    ({"run": "x", "resources": {"instance_type": "p4d.24xlarge"}},
+     "ask for what it holds: accelerators, cpus, memory"),
+    ({"run": "x", "workdir": {"url": "https://github.com/a/b", "ref": "main"}},
+     "clone it in `setup`"),
+    ({"run": "x", "config": {"kubernetes": {"pod_config": {}}}}, "`config` has no rgt"),
+])
+def test_what_rgt_cannot_carry_is_named(tmp_path, monkeypatch, task, says):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here").mkdir()
+    path = write(tmp_path, yaml.safe_dump(task))
+    with pytest.raises(UserError) as err:
+        load_spec(path)
+    assert says in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("name,says", [
+    ("pipeline.yaml", "is a SkyPilot pipeline of 2 tasks in one file: rgt runs one task per "
+                      "file"),
+    ("service.yaml", "is a SkyServe service (its `service:` section): SkyServe services are "
+                     "not run by rgt"),
+    ("pool.yaml", "is a SkyPilot pool (`pool:`"),
+])
+def test_pipelines_services_and_pools_are_named_as_what_they_are(tmp_path, name, says):
+    """Pipelines read "not valid YAML", pools "field `name` is required"."""
+    cli = Rgt(tmp_path / "home")
+    cli.ok("up", "box")
+    result = cli("run", "box", str(DATA / name), "-d")
+    assert result.returncode == 2 and says in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_typo_in_an_rgt_spec_is_explained_as_rgts(tmp_path):
+    """`resources: {gpus: …}` made the spec "a SkyPilot task" and blamed checkpoint_dir."""
+    path = write(tmp_path, "name: j\nrun: x\ncheckpoint_dir: $RGT_CKPT_DIR\n"
+                           "resources: {gpus: A100:1}\n")
+    with pytest.raises(UserError, match=r"`resources.gpus` is not a known field; did you mean "
+                                        r"`gpu`"):
+        load_spec(path)

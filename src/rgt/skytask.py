@@ -72,6 +72,8 @@ SKY_RESOURCES = {"accelerators", "gpus", "memory", "disk_size", "use_spot", "ima
                  "cloud", "infra", "zone", "instance_type", "any_of", "ordered", "ports",
                  "labels", "disk_tier", "accelerator_args", "job_recovery", "spot_recovery",
                  "autostop", "network_tier"}
+RGT_ONLY = {"env", "outputs", "checkpoint_dir", "recover", "smoke", "smoke_timeout", "grid",
+            "max_parallel", "slurm", "kubernetes", "exclude", "dialect"}
 # SkyPilot's infra names rgt has a platform for; the rest, with the nearest rgt profile.
 RGT_INFRA = {"kubernetes", "k8s", "slurm", "ssh", "runpod", "lambda", "vast", "*"}
 NEAREST = {"aws": "kubernetes (EKS) or generic-ssh (an EC2 instance you started)",
@@ -84,7 +86,12 @@ _BUCKET = re.compile(r"^([a-z0-9]+)://")
 
 def is_skypilot(data: dict[str, Any]) -> bool:
     """A key only SkyPilot has; or no `name` (optional there, required in an rgt spec) and
-    nothing but the words both share."""
+    nothing but the words both share. A key only an rgt spec has makes it an rgt spec, so a
+    typo in one (`resources: {gpus: …}`) is explained as rgt's, not SkyPilot's."""
+    rgt_only = RGT_ONLY & set(data) - ({"outputs"} if isinstance(data.get("outputs"), dict)
+                                       else set())  # SkyPilot's own outputs is a mapping
+    if rgt_only:
+        return False
     resources = data.get("resources")
     if SKY_ONLY & set(data) or (isinstance(resources, dict) and SKY_RESOURCES & set(resources)):
         return True
