@@ -51,6 +51,7 @@ def test_a_skypilot_task_sees_skypilot_variables_on_a_local_box(tmp_path):
         "  echo \"sky rank=$SKYPILOT_NODE_RANK nodes=$SKYPILOT_NUM_NODES"
         " gpus=$SKYPILOT_NUM_GPUS_PER_NODE head=$MASTER_ADDR task=$SKYPILOT_TASK_ID\"\n"
         "  echo \"info=$SKYPILOT_CLUSTER_INFO\"\n"
+        "  cd ~/sky_workdir && echo \"wd=$PWD job=$SKYPILOT_JOB_RANK/$SKYPILOT_NUM_JOBS\"\n"
         "  echo \"dstack rank=$DSTACK_NODE_RANK of $DSTACK_NODES_NUM"
         " at $DSTACK_MASTER_NODE_IP\"\n"))
     run_id = cli.ok("run", "box", str(task), "-d").stdout.strip().splitlines()[-1]
@@ -59,6 +60,7 @@ def test_a_skypilot_task_sees_skypilot_variables_on_a_local_box(tmp_path):
     assert f"sky rank=0 nodes=1 gpus=0 head=127.0.0.1 task={run_id}" in log, log
     assert 'info={"cloud": "local", "region": null, "zone": null}' in log
     assert "dstack rank=0 of 1 at 127.0.0.1" in log
+    assert f"/{run_id}/code job=0/1" in log  # SkyPilot's ~/sky_workdir is rgt's code dir
 
 
 def test_num_nodes_is_the_request_for_nodes_and_refused_on_one_machine(tmp_path):

@@ -82,6 +82,7 @@ NEAREST = {"aws": "kubernetes (EKS) or generic-ssh (an EC2 instance you started)
 _ACCELERATOR = re.compile(r"^([A-Za-z0-9_\-]+)(?::(\d+))?$")
 _AT_LEAST = re.compile(r"^(\d+(?:\.\d+)?)\+?$")
 _BUCKET = re.compile(r"^([a-z0-9]+)://")
+_SKY_WORKDIR = re.compile(r"(?:~|\$HOME|\$\{HOME\})/sky_workdir\b")
 
 
 def is_skypilot(data: dict[str, Any]) -> bool:
@@ -138,7 +139,7 @@ def to_spec(data: dict[str, Any], *, default_name: str,
     if not data.get("run"):
         raise UserError("the SkyPilot task has no `run`: rgt needs the command to train with")
     name = str(data.get("name") or re.sub(r"[^A-Za-z0-9_.\-]", "-", default_name).strip("-."))
-    spec: dict[str, Any] = {"name": name, "run": _text(data["run"], "run"),
+    spec: dict[str, Any] = {"name": name, "run": _workdir_named(_text(data["run"], "run")),
                             "dialect": "skypilot"}
     envs = data.get("envs") or {}
     if not isinstance(envs, dict):
@@ -153,13 +154,20 @@ def to_spec(data: dict[str, Any], *, default_name: str,
     copies = _local_mounts(data.get("file_mounts"), cwd)
     pushed = taskfiles.pushed_dir(workdir, [src for _, src in copies], cwd)
     spec["workdir"] = str(pushed)
-    setup = _text(data["setup"], "setup") if data.get("setup") is not None else ""
+    setup = _workdir_named(_text(data["setup"], "setup")) if data.get("setup") else ""
     spec["setup"] = "\n".join([*taskfiles.copy_lines(copies, pushed, "file_mounts"), setup])
     resources, notes = _resources(data.get("resources") or {})
     if data.get("num_nodes") is not None:
         resources["nodes"] = _count(data["num_nodes"], "num_nodes")
     spec["resources"] = resources
     return spec, notes
+
+
+def _workdir_named(script: str) -> str:
+    """SkyPilot syncs the workdir to ~/sky_workdir and scripts name it so (`cd ~/sky_workdir`,
+    `--ckpt ~/sky_workdir/ckpt`); rgt's copy is $RGT_RUN_DIR/code, so that is what they get
+    (a `cd` that failed would run the rest somewhere else)."""
+    return _SKY_WORKDIR.sub("${RGT_RUN_DIR}/code", script)
 
 
 def _local_mounts(mounts: Any, cwd: Path) -> list[tuple[str, Path]]:

@@ -14,6 +14,9 @@ sky/skylet/constants.py; dstack: docs concepts/tasks "System environment variabl
       count, 0 without)                             PER_NODE
     GPUs in the whole run                                                  DSTACK_GPUS_NUM
     this run                     RGT_RUN_ID         SKYPILOT_TASK_ID       DSTACK_RUN_NAME (job)
+    one job of a batch                              SKYPILOT_JOB_RANK 0,
+                                                    SKYPILOT_NUM_JOBS 1
+    setup's rank and node list                      SKYPILOT_SETUP_NODE_RANK 0, _IPS
     where it runs                                   SKYPILOT_CLUSTER_INFO (JSON: cloud, region)
 
 They are set for every job, whatever file it came from: they are true on every platform, and
@@ -34,8 +37,11 @@ import json
 
 ONE_MACHINE_ADDRESS = "127.0.0.1"
 RANK_NAMES = ("RGT_NODE_RANK", "SKYPILOT_NODE_RANK", "DSTACK_NODE_RANK")
+# SkyPilot's setup runs with its own copies; rgt's setup runs on the head node (rank 0)
+SETUP_RANK_NAMES = ("SKYPILOT_SETUP_NODE_RANK",)
 NODE_COUNT_NAMES = ("RGT_NUM_NODES", "SKYPILOT_NUM_NODES", "DSTACK_NODES_NUM")
-ADDRESS_LIST_NAMES = ("RGT_NODE_IPS", "SKYPILOT_NODE_IPS", "DSTACK_NODES_IPS")
+ADDRESS_LIST_NAMES = ("RGT_NODE_IPS", "SKYPILOT_NODE_IPS", "SKYPILOT_SETUP_NODE_IPS",
+                      "DSTACK_NODES_IPS")
 HEAD_NAMES = ("RGT_HEAD_NODE", "DSTACK_MASTER_NODE_IP")
 GPUS_PER_NODE_NAMES = ("RGT_GPUS_PER_NODE", "SKYPILOT_NUM_GPUS_PER_NODE", "DSTACK_GPUS_PER_NODE")
 
@@ -43,7 +49,9 @@ GPUS_PER_NODE_NAMES = ("RGT_GPUS_PER_NODE", "SKYPILOT_NUM_GPUS_PER_NODE", "DSTAC
 def one_machine(*, gpus: int, run_id: str, job: str, platform: str,
                 region: str | None) -> dict[str, str]:
     """The values on a box that is one machine: rank 0 of 1, reached at 127.0.0.1."""
-    env = {name: "0" for name in RANK_NAMES}
+    env = {name: "0" for name in RANK_NAMES + SETUP_RANK_NAMES}
+    # one job, not one of `sky jobs launch --num-jobs N`: rank 0 of 1 processes everything
+    env.update(SKYPILOT_JOB_RANK="0", SKYPILOT_NUM_JOBS="1")
     env.update({name: "1" for name in NODE_COUNT_NAMES})
     env.update({name: ONE_MACHINE_ADDRESS for name in ADDRESS_LIST_NAMES + HEAD_NAMES})
     env.update({name: str(gpus) for name in GPUS_PER_NODE_NAMES})
@@ -66,7 +74,7 @@ def slurm_exports(gpus_per_node: int) -> list[str]:
     per_node = " ".join(f"{n}={gpus_per_node}" for n in GPUS_PER_NODE_NAMES)
     return [
         'RGT_NODE_IPS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
-        'SKYPILOT_NODE_IPS=$RGT_NODE_IPS DSTACK_NODES_IPS=$RGT_NODE_IPS',
+        " ".join(f"{n}=$RGT_NODE_IPS" for n in ADDRESS_LIST_NAMES[1:]),
         'DSTACK_MASTER_NODE_IP=$RGT_HEAD_NODE',
         f"export {names} RGT_HEAD_NODE DSTACK_MASTER_NODE_IP",
         f"export {counts} {per_node}",
