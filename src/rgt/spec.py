@@ -319,8 +319,9 @@ class JobSpec(BaseModel):
     @field_validator("env", mode="before")
     @classmethod
     def _env_strings(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {str(k): str(v) for k, v in value.items()}
+        if isinstance(value, dict):  # YAML's true/false/null as a shell reads them, not Python's
+            return {str(k): "" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+                    for k, v in value.items()}
         return value
 
     @field_validator("env")
