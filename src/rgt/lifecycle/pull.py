@@ -469,7 +469,7 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
                 _in_units(listed.prefix, set(plan.left)))]
             report = verify_pulled(local, again, run_status=state["status"],
                                    outputs=run.spec.get("outputs"),
-                                   expected=[] if from_scratch else
+                                   expected=None if from_scratch else
                                    expected_of(run, home is not None and declared),
                                    files_list=evidence / "PULL_FILES.jsonl")
             if plan is None or not plan.left or not _newest_failed(plan, report["checkpoints"]):
@@ -625,11 +625,13 @@ def verify_pulled(local: Path, manifests: Manifest | list[Manifest], *,
     """Re-hash every manifest file here and check every checkpoint by its format
     (`rgt.ckpt.formats`), streaming the manifests. A problem fails the pull: a malformed,
     escaping or duplicate manifest entry, a copy that is not the box's file, a declared output
-    (`expected`, from the spec) that nothing matched in a succeeded run. A checkpoint damaged
-    on the box itself, a stopped run's missing outputs and a symlink on the box are warnings
-    or notes. Each distinct message is said once. Nothing outside LOCAL is read: run
-    `untrusted.sweep_links(local)` first."""
+    (`expected`, from the spec; None where no spec judges, as for a carry of checkpoints: then
+    the box's own list of patterns it found nothing for) that nothing matched in a succeeded
+    run. A checkpoint damaged on the box itself, a stopped run's missing outputs and a symlink
+    on the box are warnings or notes. Each distinct message is said once. Nothing outside
+    LOCAL is read: run `untrusted.sweep_links(local)` first."""
     sources = [manifests] if isinstance(manifests, Manifest) else list(manifests)
+    judged = expected is not None  # a spec says what a complete pull holds (even nothing)
     expected = list(expected or [])
     met: set[int] = set()
     files, bad, damaged, notes, verdicts = [], [], [], [], {}
@@ -662,7 +664,7 @@ def verify_pulled(local: Path, manifests: Manifest | list[Manifest], *,
     box_missing = [m for s in sources for m in s.missing]
     missing = [f"{label}: declared, but nothing in the box's manifest matches it"
                for i, (label, _, _) in enumerate(expected) if i not in met]
-    if not expected:  # no spec to judge by (a carry of checkpoints): the box's own list
+    if not judged:  # no spec to judge by (a carry of checkpoints): the box's own list
         missing = [f"{m}{named if m == 'out' else ''}: declared but absent on the box"
                    for m in box_missing]
     warnings = formats.said_once(damaged)
