@@ -160,7 +160,7 @@ def test_a_skypilot_task_runs_unchanged(tmp_path, monkeypatch):
     ({"run": "x", "resources": {"cloud": "aws"}}, "resources.cloud 'aws': rgt has no aws"),
     ({"run": "x", "resources": {"instance_type": "p3.2xlarge"}}, "resources.instance_type"),
     ({"run": "x", "resources": {"image_id": "ami-0868a20f5a3bf9702"}}, "docker:IMAGE"),
-    ({"run": "x", "resources": {"accelerators": "A100:0.5"}}, "fractional"),
+    ({"run": "x", "resources": {"accelerators": "A100:0"}}, "expected NAME or NAME:COUNT"),
     ({"run": "x", "resources": {"accelerators": "A100:2", "gpus": "A100:2"}}, "not both"),
     ({"run": "x", "resources": {"cpus": "lots"}}, "resources.cpus 'lots'"),
     ({"run": "x", "resources": {"disk_size": "big"}}, "resources.disk_size"),

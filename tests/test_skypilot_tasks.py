@@ -210,6 +210,15 @@ def test_candidates_and_noted_fields(tmp_path, monkeypatch):
     assert "resources.disk_tier 'best' is not applied" in result.stderr
 
 
+def test_sizes_fractions_and_kubernetes_images_read_as_skypilot_reads_them(tmp_path, capfd):
+    path = write(tmp_path, yaml.safe_dump({"run": "x", "resources": {
+        "accelerators": "T4:0.5", "disk_size": "1TB", "memory": "32GB+", "infra": "k8s",
+        "image_id": "ghcr.io/org/img:1"}}))
+    r = load_spec(path).resources
+    assert (r.gpu, r.disk, r.mem, r.image) == ("T4:1", "1024G", "32G", "ghcr.io/org/img:1")
+    assert "T4:0.5: a fraction of a GPU is taken as 1 whole GPU" in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("task,says", [
     ({"run": "x", "file_mounts": {"/d": {"name": "my-bucket", "mode": "MOUNT"}}},
      "file_mounts./d is a cloud bucket (my-bucket, mode MOUNT): rgt creates and mounts no "

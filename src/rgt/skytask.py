@@ -79,8 +79,9 @@ RGT_INFRA = {"kubernetes", "k8s", "slurm", "ssh", "runpod", "lambda", "vast", "*
 NEAREST = {"aws": "kubernetes (EKS) or generic-ssh (an EC2 instance you started)",
            "gcp": "kubernetes (GKE) or generic-ssh (a VM you started)",
            "azure": "kubernetes (AKS) or generic-ssh (a VM you started)"}
-_ACCELERATOR = re.compile(r"^([A-Za-z0-9_\-]+)(?::(\d+))?$")
-_AT_LEAST = re.compile(r"^(\d+(?:\.\d+)?)\+?$")
+_ACCELERATOR = re.compile(r"^([A-Za-z0-9_\-]+)(?::(\d+(?:\.\d+)?))?$")
+# 8, 8+, 32GB, 32GB+, 1TB: SkyPilot's sizes are GB unless they say otherwise
+_AT_LEAST = re.compile(r"^(\d+(?:\.\d+)?)\s*(GB|TB|G|T)?\+?$", re.IGNORECASE)
 _BUCKET = re.compile(r"^([a-z0-9]+)://")
 _SKY_WORKDIR = re.compile(r"(?:~|\$HOME|\$\{HOME\})/sky_workdir\b")
 
@@ -254,8 +255,8 @@ def _resources(given: Any) -> tuple[dict[str, Any], list[str]]:
         choices = _candidates(candidates, "any_of" if "any_of" in given else "ordered")
     accelerators = given.get("accelerators", given.get("gpus"))
     if accelerators is not None:
-        choices = _accelerators(accelerators) + [c for c in choices if c not in
-                                                 _accelerators(accelerators)]
+        asked = _accelerators(accelerators, notes)
+        choices = asked + [c for c in choices if c not in asked]
     if choices:
         out["gpu"] = choices[0]
         if len(choices) > 1:
@@ -265,12 +266,16 @@ def _resources(given: Any) -> tuple[dict[str, Any], list[str]]:
     if given.get("memory") is not None:
         out["mem"] = f"{_at_least(given['memory'], 'resources.memory'):g}G"
     if given.get("disk_size") is not None:
-        out["disk"] = f"{_count(given['disk_size'], 'resources.disk_size')}G"
+        out["disk"] = f"{math.ceil(_at_least(given['disk_size'], 'resources.disk_size'))}G"
     if given.get("use_spot") is not None:
         if not isinstance(given["use_spot"], bool):
             raise UserError("SkyPilot `resources.use_spot` must be true or false")
         out["spot"] = given["use_spot"]
     image = given.get("image_id")
+    on_kubernetes = str(given.get("infra") or given.get("cloud") or "").lower().split("/")[0] \
+        in ("kubernetes", "k8s")
+    if isinstance(image, str) and on_kubernetes and not image.startswith("docker:"):
+        image = f"docker:{image}"  # on Kubernetes an image_id is a container image as written
     if image is not None:
         if not isinstance(image, str) or not image.startswith("docker:"):
             raise UserError(f"resources.image_id {image!r}: rgt maps container images only "
@@ -326,7 +331,7 @@ def _candidates(value: Any, field: str) -> list[str]:
     return out
 
 
-def _accelerators(value: Any) -> list[str]:
+def _accelerators(value: Any, notes: list[str] | None = None) -> list[str]:
     """['A100:2'] from 'A100:2'; a list keeps its order; a mapping {A100: 2} is any one of."""
     if isinstance(value, str):
         items = [value]
@@ -342,19 +347,24 @@ def _accelerators(value: Any) -> list[str]:
     out = []
     for item in items:
         match = _ACCELERATOR.match(item.strip())
-        if not match or (match[2] is not None and int(match[2]) < 1):
-            raise UserError(f"resources.accelerators {item!r}: expected NAME or NAME:COUNT with "
-                            "a whole count (fractional GPUs have no rgt equivalent)")
-        out.append(f"{match[1]}:{match[2] or 1}")
+        if not match or (match[2] is not None and float(match[2]) <= 0):
+            raise UserError(f"resources.accelerators {item!r}: expected NAME or NAME:COUNT")
+        count = math.ceil(float(match[2] or 1))
+        if notes is not None and match[2] and count != float(match[2]):
+            # SkyPilot's own SKYPILOT_NUM_GPUS_PER_NODE rounds a fraction up the same way
+            notes.append(f"resources.accelerators {item}: a fraction of a GPU is taken as "
+                         f"{count} whole GPU{'s' if count > 1 else ''}; rgt shares no GPU "
+                         "between jobs")
+        out.append(f"{match[1]}:{count}")
     return out
 
 
 def _at_least(value: Any, field: str) -> float:
-    """8, 8.5, '8' or '8+' (at least 8) as a number > 0."""
+    """8, 8.5, '8', '8+', '32GB+' or '1TB' (at least that many, in GB) as a number > 0."""
     match = _AT_LEAST.match(str(value).strip())
     if isinstance(value, bool) or not match or float(match[1]) <= 0:
         raise UserError(f"{field} {value!r}: expected a number or '<number>+', above 0")
-    return float(match[1])
+    return float(match[1]) * (1024 if (match[2] or "G")[0].upper() == "T" else 1)
 
 
 def _count(value: Any, field: str) -> int:
