@@ -167,7 +167,7 @@ def smoke(spec_file: Annotated[Path, typer.Argument(help="The job spec (YAML).")
         err_console.print(f"[bold red]smoke failed:[/] {escape(result.reason)}")
         raise typer.Exit(1)
     console.print(f"[green]✓ smoke passed[/] in {result.seconds:.1f} s")
-    for hint in save_hints.hints(spec.workdir):
+    for hint in save_hints.hints(spec.workdir, commands=[spec.run]):
         console.print(f"[yellow]note:[/] {escape(hint)}")
 
 
@@ -214,7 +214,8 @@ def run_cmd(
                                    progress=on_progress, streams=fixed,
                                    skip_resource_check=skip_resource_check)
     grace = load_profile(store.box(name).profile).facts.spot_grace
-    notes += save_hints.hints(spec.workdir, None if grace == "n/a" else grace)
+    notes += save_hints.hints(spec.workdir, None if grace == "n/a" else grace,
+                              commands=[spec.run])
     for note in notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     cells = (run.spec.get("platform_run") or {}).get("cells")

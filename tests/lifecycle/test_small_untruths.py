@@ -1,0 +1,46 @@
+"""Smaller untruths (issue 29 item 5), each held by a test that failed before its fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rgt.lifecycle import save_hints
+
+PLAIN = "import torch\ntorch.save(m.state_dict(), 'x.pt')\n"
+HANDLED = "import torch, rgt.ckpt\nwith rgt.ckpt.PreemptionFlag() as p:\n    torch.save(m, 'x')\n"
+
+
+def names(workdir: Path, run: str) -> set[str]:
+    return {h.split(":")[0] for h in save_hints.hints(workdir, commands=[run])}
+
+
+def test_save_hints_read_only_what_the_command_runs(tmp_path):
+    """`torch.save without a SIGTERM handler` was said of every .py in the workdir, such as
+    an old script the command never starts."""
+    (tmp_path / "train.py").write_text("import torch\nfrom lib.loop import fit\nfit()\n")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "__init__.py").write_text("")
+    (tmp_path / "lib" / "loop.py").write_text("from .saving import keep\n" + HANDLED)
+    (tmp_path / "lib" / "saving.py").write_text(PLAIN)  # imported by what runs: it counts
+    (tmp_path / "old_train.py").write_text(PLAIN)  # never run
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "export.py").write_text(PLAIN)  # never run
+    assert names(tmp_path, 'python train.py --ckpt-dir "$RGT_CKPT_DIR"') == {"lib/saving.py"}
+    assert names(tmp_path, "python old_train.py") == {"old_train.py"}
+    assert names(tmp_path, "torchrun --nproc-per-node=2 tools/export.py --x 1") == \
+        {"tools/export.py"}
+    assert names(tmp_path, "python -m lib.saving") == {"lib/saving.py"}
+    (tmp_path / "go.sh").write_text("set -e\npython tools/export.py\n")
+    assert names(tmp_path, "bash go.sh") == {"tools/export.py"}
+    assert names(tmp_path, "make train") == set()  # it cannot tell what runs: says nothing
+    assert names(tmp_path, "python ../elsewhere.py") == set()
+
+
+def test_smoke_notes_only_the_trainer_the_run_starts(cli, tmp_path):
+    (tmp_path / "train.py").write_text(HANDLED)
+    (tmp_path / "old_train.py").write_text(PLAIN)
+    for run, said in (("python train.py", False), ("python old_train.py", True)):
+        (tmp_path / "job.yaml").write_text(f"name: j\nworkdir: .\nrun: {run}\nsmoke: 'true'\n")
+        done = cli.ok("smoke", str(tmp_path / "job.yaml"))
+        assert ("old_train.py: torch.save without a SIGTERM handler" in done.stdout) is said, \
+            done.stdout
