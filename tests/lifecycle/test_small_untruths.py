@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from rgt.lifecycle import save_hints
@@ -44,3 +45,16 @@ def test_smoke_notes_only_the_trainer_the_run_starts(cli, tmp_path):
         done = cli.ok("smoke", str(tmp_path / "job.yaml"))
         assert ("old_train.py: torch.save without a SIGTERM handler" in done.stdout) is said, \
             done.stdout
+
+
+def test_up_with_ssh_and_no_profile_takes_the_ssh_box(cli, sshd_server, tmp_path):
+    """It said "the local profile runs on this machine; drop --ssh/--host"."""
+    target = sshd_server.target
+    ssh = f"ssh -p {target.port} -i {target.identity} root@127.0.0.1"
+    up = cli("up", "far", "--ssh", ssh, "--data-dir", str(tmp_path / "data"))
+    assert up.returncode == 0, up.stderr
+    assert "box far (generic-ssh) answers" in up.stdout and "no --profile" in up.stdout
+    listed = {b["name"]: b for b in json.loads(cli.ok("ls", "--json").stdout)["boxes"]}
+    assert listed["far"]["profile"] == "generic-ssh"
+    here = cli.ok("up", "here")  # no connection: this machine, as before
+    assert "box here (local) answers" in here.stdout and "no --profile" not in here.stdout

@@ -53,7 +53,9 @@ KUBE_PANEL = "Kubernetes (--profile kubernetes; your kubeconfig, as kubectl read
 @app.command()
 def up(
     name: BoxArg,
-    profile: Annotated[str, typer.Option("--profile", "-p", help="Platform profile.")] = "local",
+    profile: Annotated[str | None, typer.Option(
+        "--profile", "-p", help="Platform profile (default: local; generic-ssh with --ssh/--host)."
+    )] = None,
     ssh: Annotated[str | None, typer.Option(help="The console's connection string, pasted as is: "
                                                  "'ssh -p 38211 root@host'.")] = None,
     host: Annotated[str | None, typer.Option(help="Host name, IP or ~/.ssh/config alias.")] = None,
@@ -141,6 +143,9 @@ def up(
         options.update({k: v for k, v in (("identity", identity), ("user", user),
                                           ("port", port), ("ssh_config", ssh_config))
                         if v is not None})
+    chosen = profile is None and target is not None
+    if profile is None:  # --ssh/--host alone: the machine they name, not this one
+        profile = "generic-ssh" if target is not None else "local"
     box, prof, first = boxes.up(store, name, profile, target, rate=rate, data_dir=data_dir,
                                 durable_dir=durable_dir, resources=resources,
                                 options=options, on_wait=cloud.progress)
@@ -150,6 +155,10 @@ def up(
     console.print(f"[green]✓[/] box [bold]{name}[/] ({prof.name}) answers: "
                   f"{escape(box.extra.get('uname', ''))}")
     print_registered(box, prof, first)
+    if chosen:
+        console.print("[yellow]note:[/] no --profile: registered as generic-ssh, a machine whose "
+                      "platform rgt does not know; `rgt profiles` lists the ones it does "
+                      "(`--profile autodl` …: what stops the meter, what it deletes)")
 
 
 @app.command()
