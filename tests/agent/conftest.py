@@ -15,6 +15,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 sys.path.insert(0, str(Path(__file__).parent))  # agentkit
 
 from agentkit import Agent  # noqa: E402
+from sshd import SshServer, sshd_keys, sshd_server  # noqa: E402, F401  (fixtures)
 
 
 @pytest.fixture(scope="module")
