@@ -33,8 +33,7 @@ def test_a_dstack_task_maps_to_rgts_vocabulary(monkeypatch):
     assert (r.gpu, r.gpu_alternatives, r.cpus, r.mem, r.disk, r.nodes, r.time, r.spot) == (
         "H100:2", ["H100:2", "A100:2"], 16, "64G", "200G", 2, "2h", False)
     # train.py sits where dstack puts it (the working dir); conf/ is copied to its place
-    assert spec.setup.startswith("mkdir -p /tmp/rgt-dstack-conf-unused && cp -a conf/. "
-                                 "/tmp/rgt-dstack-conf-unused/")
+    assert spec.setup.startswith("mkdir -p ./settings && cp -a conf/. ./settings/")
     monkeypatch.delenv("HF_TOKEN")
     with pytest.raises(UserError, match="env HF_TOKEN has no value in the file and is not set"):
         load_spec(DATA / "train.dstack.yml")
@@ -76,6 +75,8 @@ def test_a_dstack_task_runs_on_a_local_box_as_dstack_runs_it(tmp_path, monkeypat
     ("type: task\ncommands: [x]\nfiles: ['/etc/hostname:/root/h']\n",
      "is outside the folder rgt pushes"),
     ("type: task\nname: t\n", "has no `commands`"),
+    ("type: task\ncommands: [x]\nnodes: 2\nfiles: ['.:/opt/code']\n",
+     "rgt copies them in setup, which runs on the first node only"),
 ])
 def test_what_rgt_cannot_carry_is_named(tmp_path, text, says):
     path = write(tmp_path, text)

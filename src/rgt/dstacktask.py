@@ -104,13 +104,21 @@ def to_spec(data: dict[str, Any], *, path: Path) -> tuple[dict[str, Any], list[s
             if not src.exists():
                 raise UserError(f"files: {src} does not exist here")
             continue  # already at the same relative place in the pushed code
+        if src == pushed and not remote.startswith(("/", "~")):
+            raise UserError(f"files {entry!r}: that folder is what rgt pushes, and it is the "
+                            "working dir itself; drop the entry and use paths relative to it")
         copies.append((remote or local, src))
     pushed = pushed or taskfiles.empty_workdir()
     spec["workdir"] = str(pushed)
-    lines = taskfiles.copy_lines([(_container(d), s) for d, s in copies], pushed, "files")
+    lines = taskfiles.copy_lines([(_container(d), s) for d, s in copies], pushed, "files",
+                                 relative_ok=True)
     spec["setup"] = "\n".join([*lines, spec["setup"]]).strip("\n")
     resources, more = _resources(data)
     spec["resources"], notes = resources, notes + more
+    if any(d.startswith(("/", "~")) for d, _ in copies) and resources.get("nodes", 1) > 1:
+        raise UserError(f"files copied outside the working dir on {resources['nodes']} nodes: "
+                        "rgt copies them in setup, which runs on the first node only; keep "
+                        "them at their relative place (pushed where every node sees it)")
     return spec, notes
 
 

@@ -57,8 +57,10 @@ def pushed_dir(workdir: str | None, sources: list[Path], cwd: Path) -> Path:
     return common
 
 
-def copy_lines(copies: list[tuple[str, Path]], pushed: Path, field: str) -> list[str]:
-    """Setup lines that copy each (destination, source) from the pushed code to its place."""
+def copy_lines(copies: list[tuple[str, Path]], pushed: Path, field: str, *,
+               relative_ok: bool = False) -> list[str]:
+    """Setup lines that copy each (destination, source) from the pushed code to its place;
+    `relative_ok`: a ./destination is the job's working dir's (dstack's meaning)."""
     lines = []
     for dst, src in copies:
         if not src.exists():
@@ -69,7 +71,7 @@ def copy_lines(copies: list[tuple[str, Path]], pushed: Path, field: str) -> list
             raise UserError(f"{field}.{dst}: {src} is outside the folder rgt pushes ({pushed})"
                             "; rgt sends nothing else (a key or config of this machine stays "
                             "here): move it into that folder, or create it in `setup`") from None
-        where = box_path(dst, field)
+        where = box_path(dst, field, relative_ok=relative_ok)
         fail = shlex.quote(f"[rgt] {field}: cannot write {dst} on this box")
         if src.is_dir():
             lines.append(f"mkdir -p {where} && cp -a {shlex.quote(str(rel))}/. {where}/ "
@@ -80,9 +82,9 @@ def copy_lines(copies: list[tuple[str, Path]], pushed: Path, field: str) -> list
     return lines
 
 
-def box_path(dst: str, field: str) -> str:
+def box_path(dst: str, field: str, *, relative_ok: bool = False) -> str:
     """A destination on the box as a shell word: absolute, or under the box user's home."""
-    if dst.startswith("/"):
+    if dst.startswith("/") or (relative_ok and dst.startswith("./")):
         return shlex.quote(dst)
     if dst == "~" or dst.startswith("~/"):
         rest = dst[2:]
