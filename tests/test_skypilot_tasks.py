@@ -270,3 +270,15 @@ def test_a_typo_in_an_rgt_spec_is_explained_as_rgts(tmp_path):
     with pytest.raises(UserError, match=r"`resources.gpus` is not a known field; did you mean "
                                         r"`gpu`"):
         load_spec(path)
+
+
+def test_envs_are_filled_into_file_mounts_and_workdir(tmp_path, monkeypatch):
+    """SkyPilot fills ${VAR} from envs into file_mounts and workdir when it reads the file;
+    taken literally, a checkpoint went to a directory named '${SIZE}'."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "src-7b" / "conf").mkdir(parents=True)
+    task = write(tmp_path, "envs: {SIZE: 7b}\nworkdir: src-$SIZE\n"
+                           "file_mounts:\n  /ckpt/${SIZE}/conf: ./src-${SIZE}/conf\nrun: x\n")
+    spec = load_spec(task)
+    assert spec.workdir == (tmp_path / "src-7b").resolve()
+    assert spec.setup.startswith("mkdir -p /ckpt/7b/conf && cp -a conf/. /ckpt/7b/conf/")

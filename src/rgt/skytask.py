@@ -43,6 +43,7 @@ otherwise run something other than what the file asks for.
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,7 @@ _ACCELERATOR = re.compile(r"^([A-Za-z0-9_\-]+)(?::(\d+(?:\.\d+)?))?$")
 # 8, 8+, 32GB, 32GB+, 1TB: SkyPilot's sizes are GB unless they say otherwise
 _AT_LEAST = re.compile(r"^(\d+(?:\.\d+)?)\s*(GB|TB|G|T)?\+?$", re.IGNORECASE)
 _BUCKET = re.compile(r"^([a-z0-9]+)://")
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _SKY_WORKDIR = re.compile(r"(?:~|\$HOME|\$\{HOME\})/sky_workdir\b")
 
 
@@ -148,11 +150,13 @@ def to_spec(data: dict[str, Any], *, default_name: str,
     asked = [str(k) for k, v in envs.items() if v is None or v == ""]
     spec["env"] = {str(k): str(v) for k, v in envs.items() if str(k) not in asked}
     spec["secrets"] = _secret_names(data.get("secrets")) + taskfiles.from_shell(asked, "envs")
-    workdir = data.get("workdir")
+    # SkyPilot fills ${VAR} from envs into workdir and file_mounts when it reads the file
+    values = {**{k: os.environ.get(k, "") for k in asked}, **spec["env"]}
+    workdir = _filled(data.get("workdir"), values)
     if workdir is not None and not isinstance(workdir, str):
         raise UserError("SkyPilot `workdir` from a git repository ({url, ref}) is not fetched "
                         "by rgt: clone it in `setup` (git clone --branch REF URL)")
-    copies = _local_mounts(data.get("file_mounts"), cwd)
+    copies = _local_mounts(_filled(data.get("file_mounts"), values), cwd)
     pushed = taskfiles.pushed_dir(workdir, [src for _, src in copies], cwd)
     spec["workdir"] = str(pushed)
     setup = _workdir_named(_text(data["setup"], "setup")) if data.get("setup") else ""
@@ -173,6 +177,17 @@ def _workdir_named(script: str) -> str:
     `--ckpt ~/sky_workdir/ckpt`); rgt's copy is $RGT_RUN_DIR/code, so that is what they get
     (a `cd` that failed would run the rest somewhere else)."""
     return _SKY_WORKDIR.sub("${RGT_RUN_DIR}/code", script)
+
+
+def _filled(value: Any, envs: dict[str, str]) -> Any:
+    """`value` with $VAR / ${VAR} of the task's envs put in, in every string it holds."""
+    if isinstance(value, str):
+        return _ENV_REFERENCE.sub(lambda m: envs.get(m[1] or m[2], m[0]), value)
+    if isinstance(value, dict):
+        return {_filled(k, envs): _filled(v, envs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_filled(v, envs) for v in value]
+    return value
 
 
 def _local_mounts(mounts: Any, cwd: Path) -> list[tuple[str, Path]]:
