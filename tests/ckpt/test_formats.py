@@ -202,3 +202,38 @@ def test_a_raw_data_bin_is_data_but_a_damaged_torch_bin_is_caught(tmp_path: Path
     for damaged in (cut, hf, empty):
         verdict = formats.check(damaged)
         assert not verdict.ok and verdict.kind == "torch", (damaged.name, verdict)
+
+
+def accelerate_dir(root: Path, name: str, marker: Path) -> Path:
+    """What accelerate's save_state writes (its file names and formats), its RNG pickle
+    carrying code that would touch MARKER if anything unpickled it."""
+    path = root / name
+    path.mkdir(parents=True)
+    safetensors_file(path / "model.safetensors")
+    torch.save({"state": {}, "param_groups": [{"lr": 0.1, "params": [0]}]},
+               path / "optimizer.bin")
+    torch.save({"step_size": 10, "last_epoch": 3}, path / "scheduler.bin")
+    torch.save({"step": 0, "random_state": random.getstate(), "sneaky": Sneaky(str(marker))},
+               path / "random_states_0.pkl")
+    return path
+
+
+def test_accelerate_state_dir_is_one_checkpoint_its_pickle_never_run(tmp_path: Path) -> None:
+    marker = tmp_path / "executed"
+    whole = formats.check(accelerate_dir(tmp_path, "checkpoint_7", marker))
+    assert (whole.kind, whole.step, whole.ok) == ("accelerate", 7, True), whole.note
+    rng = next(p for p in whole.parts if p.path.name == "random_states_0.pkl")
+    assert rng.kind == "pickle" and rng.checked == ("parse",) and rng.loaded is None
+    assert not marker.exists()
+    assert formats.find(tmp_path) == [tmp_path / "checkpoint_7"]
+    # any damaged file damages the unit, the RNG pickle's too
+    cut = accelerate_dir(tmp_path, "step_20", marker) / "random_states_0.pkl"
+    os.truncate(cut, cut.stat().st_size // 2)
+    damaged = formats.check(cut.parent)
+    assert not damaged.ok and damaged.step == 20 and "random_states_0.pkl" in damaged.note
+    # a save cut short before its RNG states (accelerate writes them last) did not complete
+    cut.unlink()
+    unfinished = formats.check(cut.parent)
+    assert unfinished.kind == "accelerate" and not unfinished.ok
+    assert "no random_states_N.pkl" in unfinished.note
+    assert not marker.exists()

@@ -115,8 +115,8 @@ def test_ckpt_verify_takes_an_accelerate_state_dir_as_one_checkpoint(accelerate_
     good = cli("ckpt", "verify", str(home_of(cli) / "step_5"))
     assert good.returncode == 0, good.stdout + good.stderr
     assert "OK" in good.stdout and "kind=accelerate" in good.stdout and "step=5" in good.stdout
-    assert "random_states_0.pkl: pickle; checked: parse — zip + pickle opcodes complete; " \
-        "not unpickled" in good.stdout
+    assert "random_states_0.pkl: pickle; checked: parse — zip + pickle opcodes complete (an " \
+        "RNG state: parsed, never unpickled)" in good.stdout
     bad = cli("ckpt", "verify", str(home_of(cli) / "step_15"))
     assert bad.returncode == 1 and "DAMAGED" in bad.stdout and "step=15" in bad.stdout
     assert "BAD model.safetensors" in bad.stdout, bad.stdout

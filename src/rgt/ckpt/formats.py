@@ -499,8 +499,8 @@ def _check_torch(path: Path, kind: str, base: tuple[str, ...], load: bool,
                        "TrainingArguments object (loading it runs transformers code; rgt "
                        "never does)", bytes=size)
     if kind == "pickle":  # accelerate's RNG states: whole is all a resume needs to know
-        return Verdict(path, kind, True, checked, "zip + pickle opcodes complete; not "
-                       "unpickled (rgt never runs a pickle it can check without)", bytes=size)
+        return Verdict(path, kind, True, checked, "zip + pickle opcodes complete (an RNG "
+                       "state: parsed, never unpickled)", bytes=size)
     if refused:
         shown = ", ".join(refused[:2]) + (f" and {len(refused) - 2} more" if len(refused) > 2
                                           else "")
