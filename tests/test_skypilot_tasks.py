@@ -117,6 +117,7 @@ def test_a_multi_line_rgt_run_on_several_nodes_runs_whole_under_torchrun():
     ("torchrun --standalone --nproc_per_node=8 train.py", True),
     ("cd x\npython -m torch.distributed.run \\\n  --nnodes=2 train.py", True),
     ("# torchrun is started below\npython train.py", False),
+    ("if ! command -v torchrun >/dev/null; then exit 1; fi\npython train.py", False),
     ("torchrun --nnodes=$SKYPILOT_NUM_NODES --node_rank=$SKYPILOT_NODE_RANK \\\n"
      "  --master_addr=$(echo \"$SKYPILOT_NODE_IPS\" | head -n1) --master_port=8008 t.py", False),
     ("torchrun --nnodes=2 --rdzv-backend=c10d --rdzv-endpoint=$RGT_HEAD_NODE:29500 t.py", False),

@@ -181,8 +181,12 @@ def dependency_option(job_ids: str | Iterable[str], kind: str = "afterok") -> st
 
 
 # A line that starts torch's elastic launcher itself, and the words that make its nodes meet.
-_OWN_LAUNCHER = re.compile(r"(?:^|[\s;&|(])(?:torchrun|(?:\S*/)?python[0-9.]*\s+-m\s+"
-                           r"torch\.distributed\.(?:run|launch))(?=\s|$)")
+# A command position: a line's start or after ; & | ( then do else, past VAR=x words and the
+# wrappers that run their arguments (uv run, srun, exec …); `command -v torchrun` is not one.
+_OWN_LAUNCHER = re.compile(
+    r"(?:^|[;&|(]|\b(?:then|do|else)\b)\s*(?:[A-Za-z_]\w*=\S*\s+)*"
+    r"(?:(?:exec|nohup|time|env|srun|uv\s+run|poetry\s+run|conda\s+run(?:\s+-n\s+\S+)?)\s+)*"
+    r"(?:torchrun|(?:\S*/)?python[0-9.]*\s+-m\s+torch\.distributed\.(?:run|launch))(?=\s|$)")
 _RENDEZVOUS = re.compile(r"--(?:rdzv[-_]endpoint|master[-_]addr)\b")
 _SHELL_SYNTAX = re.compile(r"[;&|<>`(){}\n]|\$\(")
 _PYTHON_WORD = re.compile(r"^(?:\S*/)?python[0-9.]*(?:\s+-u)?\s+(?=\S)")
