@@ -96,3 +96,9 @@ def test_bounded_cuts_the_largest_part_first():
     assert cut["box_text"]["text"].endswith("LAST") and cut["box_text"]["note"] == BOX_TEXT_NOTE
     assert cut["result"]["files"][0] == "out/00000.bin"
     assert json.loads(bounded({"ok": True, "n": 1})) == {"ok": True, "n": 1}
+    # a document of many small fields (a profile): mappings are cut too
+    wide = {"ok": True, "result": {f"k{i}": {f"j{j}": "v" * 20 for j in range(40)}
+                                   for i in range(300)}}
+    cut = json.loads(bounded(wide))
+    assert len(bounded(wide).encode()) <= MAX_RESULT_BYTES and "error" not in cut
+    assert "k0" in cut["result"] and "rgt_cut" in cut["result"]

@@ -96,29 +96,54 @@ def _cut(text: str, keep: int, tail: bool) -> str:
 
 
 def _halve_largest(root: dict[str, Any]) -> bool:
-    """Halve the largest string or list in ROOT, in place. False: nothing left to cut."""
-    best: tuple[int, Any, Any, str] | None = None  # (size, container, key, parent key)
+    """Halve the largest string or list in ROOT, else (none over 512 bytes left) the largest
+    mapping, keeping its first keys; in place. The top level's keys and a box_text's note
+    stay. False: nothing left to cut."""
+    best: dict[bool, tuple[int, Any, Any, str]] = {}  # is a mapping -> (size, node, key, name)
     stack: list[tuple[Any, str]] = [(root, "")]
     while stack:
-        node, _ = stack.pop()
+        node, parent = stack.pop()
         items = node.items() if isinstance(node, dict) else enumerate(node)
         for key, child in items:
-            name = key if isinstance(key, str) else _
-            if isinstance(child, str | list):
+            name = key if isinstance(key, str) else parent
+            if isinstance(child, str | list | dict) and _cuttable(child):
                 size = len(_dumps(child))
-                if size > 200 and (best is None or size > best[0]):
-                    best = (size, node, key, name)
+                mapping = isinstance(child, dict)
+                if mapping not in best or size > best[mapping][0]:
+                    best[mapping] = (size, node, key, name)
             if isinstance(child, dict | list):
                 stack.append((child, name))
-    if best is None:
+    if False in best and (best[False][0] > 512 or True not in best):
+        _, container, key, name = best[False]
+    elif True in best:
+        _, container, key, name = best[True]
+    else:
         return False
-    _, container, key, name = best
     child = container[key]
     tail = name in _TAIL_KEYS
     if isinstance(child, str):
         container[key] = _cut(child, len(child) // 2, tail)
+    elif isinstance(child, dict):
+        keys = [k for k in child if k != "rgt_cut"]
+        kept = keys[:len(keys) // 2]
+        container[key] = {**{k: child[k] for k in kept},
+                          "rgt_cut": _CUT.format(f"{len(keys) - len(kept)} keys")}
     else:
-        half = len(child) // 2
-        container[key] = (child[-half:] if tail else child[:half]) + [
-            _CUT.format(f"{len(child) - half} items")]
+        items = [v for v in child if not _is_marker(v)]
+        half = len(items) // 2
+        container[key] = (items[-half:] if tail else items[:half]) + [
+            _CUT.format(f"{len(items) - half} items")]
     return True
+
+
+def _cuttable(value: str | list | dict) -> bool:
+    """Whether halving VALUE makes it smaller (a cut marker is ~60 characters)."""
+    if isinstance(value, str):
+        return len(value) > 160
+    if isinstance(value, dict):
+        return value.get("note") != BOX_TEXT_NOTE and len([k for k in value if k != "rgt_cut"]) > 1
+    return len([v for v in value if not _is_marker(v)]) > 1
+
+
+def _is_marker(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("[rgt: ") and value.endswith("limit]")

@@ -124,9 +124,12 @@ async def profiles() -> str:
 
 
 @_tool(READS)
-async def profile(name: str) -> str:
-    """One platform profile in full, danger clocks first (e.g. name='vastai')."""
-    return answer(await _verb(None, "profile", "show", name, "--json"))
+async def profile(name: str, section: str | None = None) -> str:
+    """One platform profile, danger clocks first (e.g. name='vastai'); section asks for one
+    part only: surface, facts, launch, storage, teardown, network, spot, daemon, gotchas,
+    debugging, overrides, sources."""
+    return answer(await _verb(None, "profile", "show", name, *_flags(section=section),
+                              "--json"))
 
 
 @_tool(READS)
