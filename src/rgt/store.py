@@ -64,6 +64,16 @@ CREATE TABLE IF NOT EXISTS evidence (
     ok INTEGER NOT NULL,
     detail TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS teardowns (   -- `rgt down`'s journal (rgt.lifecycle.down_journal)
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    box TEXT NOT NULL,
+    box_created REAL NOT NULL,         -- which box of that name: a reused name is a new box
+    begun REAL NOT NULL,
+    plan TEXT NOT NULL,                -- JSON: what was confirmed, against which verdicts
+    steps TEXT NOT NULL,               -- JSON list: the steps, in order
+    done TEXT NOT NULL DEFAULT '{}',   -- JSON: step -> what it did, once it completed
+    finished REAL
+);
 """
 
 
@@ -121,6 +131,24 @@ class Evidence:
     kind: str
     ok: bool
     detail: dict[str, Any]
+
+
+@dataclass
+class TeardownRecord:
+    """One `rgt down`, recorded before its first step and finished with the box's "down"."""
+
+    id: int
+    box: str
+    box_created: float
+    begun: float
+    plan: dict[str, Any]
+    steps: list[str]
+    done: dict[str, str]
+    finished: float | None
+
+    @property
+    def remaining(self) -> list[str]:
+        return [step for step in self.steps if step not in self.done]
 
 
 class StoreFull(UserError):
@@ -282,6 +310,11 @@ class Store:
     # runs ------------------------------------------------------------------------------
 
     def add_run(self, run: Run) -> None:
+        if (teardown := self.open_teardown(run.box)) is not None:
+            raise UserError(f"box {run.box!r} is being torn down (`rgt down` began "
+                            f"{time.strftime('%H:%M:%S', time.localtime(teardown.begun))} "
+                            f"and did not finish): `rgt down {run.box}` finishes it; start "
+                            "runs on another box")
         self.db.execute(
             "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
             (run.id, run.box, run.job, run.remote_dir, json.dumps(run.spec), run.status,
@@ -377,6 +410,50 @@ class Store:
         self.db.execute(
             "INSERT INTO evidence (at, box, run, kind, ok, detail) VALUES (?,?,?,?,?,?)",
             (time.time(), box, run, kind, int(ok), json.dumps(detail, default=str)))
+        self._changed()
+
+    # teardowns: `rgt down`'s journal -------------------------------------------------
+
+    def begin_teardown(self, box: Box, plan: dict[str, Any], steps: list[str]
+                       ) -> TeardownRecord:
+        with self.batch():  # two `down`s at once: the second sees the first's, never two
+            if (other := self.open_teardown(box.name)) is not None:
+                raise UserError(
+                    f"another `rgt down {box.name}` began at "
+                    f"{time.strftime('%H:%M:%S', time.localtime(other.begun))} (still running, "
+                    f"or cut short): let it end, then `rgt down {box.name}` finishes it")
+            self.db.execute(
+                "INSERT INTO teardowns (box, box_created, begun, plan, steps) "
+                "VALUES (?,?,?,?,?)", (box.name, box.created, time.time(),
+                                       json.dumps(plan, default=str), json.dumps(steps)))
+        found = self.open_teardown(box.name)
+        assert found is not None
+        return found
+
+    def open_teardown(self, box_name: str) -> TeardownRecord | None:
+        """The unfinished teardown of the box now registered under this name, if any."""
+        row = self.db.execute(
+            "SELECT teardowns.* FROM teardowns JOIN boxes ON boxes.name = teardowns.box "
+            "WHERE teardowns.box=? AND teardowns.box_created = boxes.created "
+            "AND teardowns.finished IS NULL ORDER BY teardowns.id DESC LIMIT 1",
+            (box_name,)).fetchone()
+        if row is None:
+            return None
+        return TeardownRecord(row["id"], row["box"], row["box_created"], row["begun"],
+                              json.loads(row["plan"]), json.loads(row["steps"]),
+                              json.loads(row["done"]), row["finished"])
+
+    def teardown_step_done(self, teardown: TeardownRecord, step: str, what: str) -> None:
+        teardown.done[step] = what
+        self.db.execute("UPDATE teardowns SET done=? WHERE id=?",
+                        (json.dumps(teardown.done), teardown.id))
+        self._changed()
+
+    def finish_teardown(self, teardown: TeardownRecord) -> None:
+        """Part of the batch that marks the box down: both or neither."""
+        teardown.finished = time.time()
+        self.db.execute("UPDATE teardowns SET finished=? WHERE id=?",
+                        (teardown.finished, teardown.id))
         self._changed()
 
     def latest_evidence(self, kind: str, box: str, run: str | None = None) -> Evidence | None:

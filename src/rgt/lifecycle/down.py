@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.lifecycle import census, interrupt
+from rgt.lifecycle import census, down_journal, interrupt
 from rgt.lifecycle.boxes import connect
 from rgt.lifecycle.watch import refresh
 from rgt.platforms import Teardown, platform_for
 from rgt.profiles import Profile, load_profile
-from rgt.store import LIVE, TERMINAL, Box, Evidence, Run, Store, rgt_home
+from rgt.store import LIVE, TERMINAL, Box, Evidence, Run, Store, TeardownRecord, rgt_home
 
 
 class IronLawRefusal(UserError):
@@ -46,6 +46,9 @@ class DownPlan:
     teardown: Teardown | None = None
     # older checkpoints a verified pull left on the box (`rgt pull --checkpoints`): destroyed
     left_behind: list[str] = field(default_factory=list)
+    verdicts: dict[str, str] = field(default_factory=dict)  # run id -> `iron_law`'s verdict
+    # a teardown a killed `down` began (rgt.lifecycle.down_journal): this plan finishes it
+    resumed: TeardownRecord | None = None
 
     @property
     def safe(self) -> bool:
@@ -175,6 +178,8 @@ def judge_run(store: Store, box: Box, run: Run, state: dict[str, Any], *,
 
 def plan_down(store: Store, box_name: str) -> DownPlan:
     box = store.box(box_name)
+    if (teardown := store.open_teardown(box.name)) is not None:
+        return resumed_plan(store, box, teardown)  # confirmed and begun: never judged again
     if box.state != "up":
         raise UserError(f"box {box_name!r} is already down (since "
                         f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(box.down_at or 0))})")
@@ -198,6 +203,7 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
                         + " | ".join(s.reason(box.name) for s in strays))
     for run, state in zip(runs, states, strict=True):
         verdict, reason = judge_run(store, box, run, state, reachable=not plan.unreachable)
+        plan.verdicts[run.id] = verdict
         {"live": plan.live, "unverified": plan.unverified,
          "superseded": plan.superseded}.get(verdict, []).append(reason)
         if verdict == "ok":
@@ -207,6 +213,20 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
     platform = platform_for(box.profile)
     if hasattr(platform, "teardown"):
         plan.teardown = platform.teardown(store, box)
+    return plan
+
+
+def resumed_plan(store: Store, box: Box, teardown: TeardownRecord) -> DownPlan:
+    """The plan a cut-short teardown recorded, to finish it: nothing is probed (its own steps
+    may have removed what a probe reads), nothing judged again."""
+    down_journal.check_resumable(store, box, teardown)
+    recorded = teardown.plan
+    plan = DownPlan(box=box, profile=load_profile(box.profile), live=recorded["live"],
+                    unverified=recorded["unverified"], unreachable=recorded["unreachable"],
+                    superseded=recorded["superseded"], deletes=recorded["deletes"],
+                    verdicts={r: v["verdict"] for r, v in recorded["runs"].items()},
+                    resumed=teardown)
+    plan.teardown = Teardown(still_billing=recorded["still_billing"])
     return plan
 
 
@@ -255,51 +275,92 @@ def refusal(plan: DownPlan) -> IronLawRefusal:
 
 
 def execute_down(store: Store, plan: DownPlan, *, discarded: bool) -> str:
-    """`_execute_down`, with a Ctrl-C said in one line: the box reads "up" until the stop has
-    returned, and a second `rgt down` finishes what the first began."""
+    """`_execute_down`, recorded as a journal before its first step (rgt.lifecycle.down_journal)
+    and with a Ctrl-C said in one line: the box reads "up" until the last step, and a second
+    `rgt down` finishes this same teardown. A plan that resumes a teardown continues it."""
     name = plan.box.name
-    with interrupt.explained(lambda: (
-            f"interrupted (Ctrl-C) while stopping {name}: the stop may have begun (a local "
-            "box's directories partly deleted, a platform's stop request sent), so rgt still "
-            f"reads the box as up and its meter as running; `rgt down {name}` again finishes "
-            "it (safe to repeat), then `rgt ls` shows it down")):
-        return _execute_down(store, plan, discarded=discarded)
+    with interrupt.explained(lambda: _interrupted(store, name)), \
+            down_journal.one_at_a_time(name):
+        if plan.resumed is not None:  # read before the lock: as it stands now
+            plan.resumed = store.open_teardown(name)
+            if plan.resumed is None:
+                raise UserError(f"another `rgt down {name}` finished this teardown meanwhile; "
+                                "`rgt ls --all` shows the box down")
+        teardown = plan.resumed or _begin(store, plan, discarded=discarded)
+        return _execute_down(store, plan, teardown)
 
 
-def _execute_down(store: Store, plan: DownPlan, *, discarded: bool) -> str:
+def _interrupted(store: Store, name: str) -> str:
+    """What a Ctrl-C inside `execute_down` left, read back from the store."""
+    if store.open_teardown(name) is not None:
+        return (f"interrupted (Ctrl-C) while stopping {name}: the stop may have begun (a local "
+                "box's directories partly deleted, a platform's stop request sent), so rgt "
+                "still reads the box as up and its meter as running; the teardown is recorded, "
+                f"and `rgt down {name}` again finishes this same one (safe to repeat, not asked "
+                "again), then `rgt ls` shows it down")
+    if store.box(name).state == "down":
+        return f"interrupted (Ctrl-C) after {name} went down: it is down (`rgt ls --all`)"
+    return (f"interrupted (Ctrl-C) before the teardown of {name} began: nothing was done and "
+            f"it is up; `rgt down {name}` starts again")
+
+
+def _begin(store: Store, plan: DownPlan, *, discarded: bool) -> TeardownRecord:
+    """Record the confirmed teardown and its steps: from here on it is finished, not redone."""
+    stop = plan.profile.meter_stop
+    kind = ("local" if plan.deletes is not None else "release" if plan.automated
+            else "unreachable" if plan.unreachable else "console")
+    return down_journal.record(
+        store, plan.box, kind=kind, discarded=discarded, verdicts=plan.verdicts,
+        live=plan.live, unverified=plan.unverified, superseded=plan.superseded,
+        unreachable=plan.unreachable, deletes=plan.deletes, still_billing=plan.still_billing,
+        meter_stop=stop.name, stop_how=stop.how or stop.name)
+
+
+def _execute_down(store: Store, plan: DownPlan, teardown: TeardownRecord) -> str:
     """Stop the meter (the platform's `release`), remove a local box's dirs, or record the
-    user's console step (no API). Runs only what `plan_down` cleared. Returns a summary."""
+    user's console step (no API): each recorded step not yet done, marked as it completes; then
+    the box reads "down", with its evidence, in the transaction that ends the teardown. Runs
+    only what `plan_down` cleared. Returns a summary."""
+    for step in teardown.remaining:
+        store.teardown_step_done(teardown, step, _teardown_step(store, plan, step))
+    box = store.box(plan.box.name)  # a release may have recorded what still bills
+    outcome = down_journal.outcome(teardown, box.durable_dir)
+    # a platform that looked (e.g. Lambda: no filesystem attached) may honestly say "nothing"
+    still_billing = box.extra.get("still_billing", teardown.plan["still_billing"])
+    with store.batch():
+        store.update_box(box.name, state="down", down_at=time.time(),
+                         extra={**box.extra, "still_billing": still_billing})
+        store.add_evidence("teardown-confirmed", box.name, True,
+                           {"verb": plan.profile.meter_stop.name,
+                            "discarded_results": teardown.plan["discarded"],
+                            "unverified": plan.unverified, "live": plan.live,
+                            "outcome": outcome, "teardown": teardown.id,
+                            "resumed": plan.resumed is not None})
+        store.record("down", {"outcome": outcome, "discarded": teardown.plan["discarded"],
+                              "teardown": teardown.id}, box=box.name)
+        store.finish_teardown(teardown)
+    return outcome
+
+
+def _teardown_step(store: Store, plan: DownPlan, step: str) -> str:
+    """One step of the journal; each can be run again whole after a kill inside it."""
     box = plan.box
-    if discarded and plan.live and not plan.unreachable:
+    if step == "stop-live-runs":
         _stop_live_runs(store, box)
-    if plan.deletes is not None:
+        return "given-up runs stopped"
+    if step.startswith("delete:"):
         # this machine: exactly what the panel listed, what rgt created, never the user's own
         # directory; nothing bills, so there is no meter for the platform to stop
-        for path in plan.deletes:
-            shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(step.removeprefix("delete:"), ignore_errors=True)
+        return "removed"
+    if step == "rmdir-rgt":
         with contextlib.suppress(OSError):  # rgt's own container of run dirs, once empty
             os.rmdir(os.path.join(box.data_dir, "rgt"))
-        removed = ", ".join(plan.deletes) or "nothing"
-        outcome = f"removed {removed}; kept durable {box.durable_dir}"
-    elif plan.automated:  # an API or scheduler stops the meter: the platform's `release`
-        outcome = platform_for(box.profile).release(store, box).what
-        box = store.box(box.name)  # the platform may have recorded what still bills
-    elif plan.unreachable:
-        stop = plan.profile.meter_stop
-        outcome = (f"marked down without reaching it ({plan.unreachable}); make sure the "
-                   f"console shows it gone: {stop.how or stop.name}")
-    else:
-        stop = plan.profile.meter_stop
-        outcome = f"you confirmed the console step: {stop.how or stop.name}"
-    # a platform that looked (e.g. Lambda: no filesystem attached) may honestly say "nothing"
-    still_billing = box.extra.get("still_billing", plan.still_billing)
-    store.update_box(box.name, state="down", down_at=time.time(),
-                     extra={**box.extra, "still_billing": still_billing})
-    store.add_evidence("teardown-confirmed", box.name, True,
-                       {"verb": plan.profile.meter_stop.name, "discarded_results": discarded,
-                        "unverified": plan.unverified, "live": plan.live, "outcome": outcome})
-    store.record("down", {"outcome": outcome, "discarded": discarded}, box=box.name)
-    return outcome
+        return "removed if empty"
+    if step == "release":  # an API or scheduler stops the meter: the platform's `release`
+        return platform_for(box.profile).release(store, box).what
+    raise UserError(f"the teardown of {box.name} has a step this rgt does not know ({step!r}): "
+                    "finish it with the rgt that began it")
 
 
 def _stop_live_runs(store: Store, box: Box) -> None:
