@@ -5,6 +5,7 @@ after `rgt approve` was answered at a terminal (issue 36)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -65,7 +66,7 @@ def test_agent_runs_and_pulls_and_down_waits_for_the_human(agent, tmp_path):
 
     # an agent's shell is no terminal: `rgt approve` there approves nothing
     piped = subprocess.run([sys.executable, "-m", "rgt", "approve", code], input="box\n",
-                           capture_output=True, text=True, env={**agent_env(agent)})
+                           capture_output=True, text=True, env=with_home(agent.home))
     assert piped.returncode == 2 and "not one" in piped.stderr, piped.stderr
     wrong_name, shown = approve_at_terminal(agent.home, code, "bxo")
     assert wrong_name == 1 and "nothing was approved" in shown
@@ -86,7 +87,17 @@ def test_agent_runs_and_pulls_and_down_waits_for_the_human(agent, tmp_path):
     assert (agent.home / "approvals").stat().st_mode & 0o777 == 0o700
 
 
-def agent_env(agent) -> dict:
-    import os
 
-    return {**os.environ, "RGT_HOME": str(agent.home)}
+
+def test_without_the_sdk_rgt_mcp_says_how_to_get_it(tmp_path):
+    hidden = ("import sys; sys.modules['mcp'] = None; sys.argv = ['rgt', 'mcp']; "
+              "from rgt.__main__ import main; main()")
+    done = subprocess.run([sys.executable, "-c", hidden], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60,
+                          env=with_home(tmp_path))
+    assert done.returncode == 2 and "pip install 'rgt[mcp]'" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def with_home(home) -> dict:
+    return {**os.environ, "RGT_HOME": str(home)}
