@@ -66,7 +66,8 @@ def is_task(path: Path, words: set[str]) -> bool:
 
 def field_of(message: str, path: Path) -> str:
     """The field a refusal names, with the kind of refusal where one field has several."""
-    text = message.replace(str(path), "").lstrip(": ")
+    text = re.sub(r"^\S+\.ya?ml:?(\d+:\d+:)? ?", "", message.replace(str(path), "")
+                  ).lstrip(": ")
     for word, label in (("not valid YAML", "YAML"), ("pipeline", "pipeline"),
                         ("job group", "job group"), ("SkyServe", "service"),
                         ("dstack service", "service"), ("pool", "pool"),
@@ -78,9 +79,10 @@ def field_of(message: str, path: Path) -> str:
         return text[3:].split(":")[0]
     if text.startswith(("file_mounts.", "files")):
         kind = ("bucket" if "bucket" in text or "not copied by rgt" in text else
+                "several nodes" if "first node only" in text else
                 "outside the pushed folder" if "outside" in text or "share no" in text else
                 "mode" if "mode" in text else text.split(": ", 1)[-1][:30])
-        return f"{text.split('.')[0].split(':')[0]} ({kind})"
+        return f"{re.split(r'[. :]', text)[0]} ({kind})"
     match = FIELD.search(text)
     if match:
         return match[1] or match[2]

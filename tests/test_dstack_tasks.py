@@ -39,6 +39,20 @@ def test_a_dstack_task_maps_to_rgts_vocabulary(monkeypatch):
         load_spec(DATA / "train.dstack.yml")
 
 
+@pytest.mark.parametrize("gpu,first,alternatives", [
+    ("24GB", "A10G:1", 15), ("80GB:8", "H100:8", 4), ("amd:192GB:2", "MI300X:2", 2),
+    ("V100", "V100:1", 0), ("H100,A100:2..8", "H100:2", 2),
+])
+def test_dstack_gpus_by_model_or_by_memory(tmp_path, gpu, first, alternatives, capfd):
+    """A GPU asked for by memory was refused ('field `run` is required' before that): it is
+    any model rgt knows with that much memory, smallest first (V100 once read as a TPU)."""
+    r = load_spec(write(tmp_path, f"type: task\ncommands: [x]\nresources: {{gpu: '{gpu}'}}\n")
+                  ).resources
+    assert (r.gpu, len(r.gpu_alternatives)) == (first, alternatives)
+    if "GB" in gpu:
+        assert f"resources.gpu {gpu}: any of {first.split(':')[0]}" in capfd.readouterr().err
+
+
 def test_a_dstack_task_runs_on_a_local_box_as_dstack_runs_it(tmp_path, monkeypatch):
     """Commands stop at the first failure (dstack joins them with &&), a background command
     keeps going, DSTACK_* are set, a shell variable arrives as a secret."""
@@ -66,8 +80,6 @@ def test_a_dstack_task_runs_on_a_local_box_as_dstack_runs_it(tmp_path, monkeypat
                                                    "by rgt"),
     ("type: dev-environment\nide: vscode\n", "is a dstack dev environment"),
     ("type: fleet\nnodes: 2\n", "is a dstack fleet: rgt has no fleets"),
-    ("type: task\ncommands: [x]\nresources: {gpu: 24GB}\n",
-     "a GPU asked for without a model (by memory, 24GB); rgt asks for GPUs by model"),
     ("type: task\ncommands: [x]\nresources: {gpu: v5litepod-8}\n", "is a TPU"),
     ("type: task\ncommands: [x]\nworking_dir: /w\n", "dstack field `working_dir` has no rgt"),
     ("type: task\ncommands: [x]\nrepos: [https://github.com/a/b]\n", "`git clone` it"),

@@ -15,8 +15,9 @@ dstack's server builds it: jobs/configurators/base.py `_join_shell_commands`).
                                      clone it in commands)
     image                            resources.image
     resources.gpu: A100:2,           resources.gpu (+ gpu_alternatives for A100,H100); count
-      A100,H100:80GB:1..2, MI300X    ranges take their least; GPUs asked for by memory only
-                                     (24GB..) are refused: rgt asks for a GPU by model
+      A100,H100:80GB:1..2, MI300X,   ranges take their least; a GPU asked for by memory only
+      24GB.., amd:192GB:2            becomes every model rgt knows with that much
+                                     (GPU_MEMORY_GB), smallest first
     resources.cpu / memory / disk    resources.cpus / mem / disk, the least of a range
     nodes                            resources.nodes
     max_duration: 2h | 3600 | off    resources.time
@@ -60,6 +61,13 @@ _MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*(MB|GB|TB)?(\.\.(\d+(?:\.\d+)?\s*(MB|G
                      re.IGNORECASE)
 _COUNT = re.compile(r"^(\d+)(\.\.(\d+)?)?$")
 _INTERPOLATION = re.compile(r"\$\{\{\s*([^}]*?)\s*\}\}")
+# GPU models by memory (GB, the smallest variant sold), for a dstack GPU asked for by memory:
+# the names match nvidia-smi's / rocm-smi's the way rgt's resource check does (by substring).
+GPU_MEMORY_GB = {"nvidia": [("T4", 16), ("V100", 16), ("A10G", 24), ("A10", 24), ("L4", 24),
+                            ("RTX3090", 24), ("RTX4090", 24), ("A5000", 24), ("A100", 40),
+                            ("L40S", 48), ("L40", 48), ("A6000", 48), ("A40", 48), ("H100", 80),
+                            ("GH200", 96), ("H200", 141), ("B200", 180)],
+                 "amd": [("MI300X", 192), ("MI325X", 256)]}
 
 
 def is_dstack(data: dict[str, Any]) -> bool:
@@ -199,7 +207,7 @@ def _resources(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         raise UserError(f"dstack field `resources.{unknown[0]}` has no rgt equivalent")
     out: dict[str, Any] = {}
     if given.get("gpu") is not None:
-        choices = _gpu(given["gpu"])
+        choices = _gpu(given["gpu"], notes)
         out["gpu"] = choices[0]
         if len(choices) > 1:
             out["gpu_alternatives"] = choices
@@ -238,7 +246,7 @@ def _resources(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return out, notes
 
 
-def _gpu(value: Any) -> list[str]:
+def _gpu(value: Any, notes: list[str]) -> list[str]:
     """dstack's `[vendor:]name[,name…][:memory][:count]` (or its mapping form) as rgt's
     MODEL:COUNT choices, first preferred."""
     if isinstance(value, dict):
@@ -260,11 +268,20 @@ def _gpu(value: Any) -> list[str]:
     least = int(_COUNT.match(count.strip())[1]) if _COUNT.match(count.strip()) else None
     if least is None or least < 1:
         raise UserError(f"resources.gpu {value!r}: the count must be a whole number above 0")
-    if not names:
-        raise UserError(f"resources.gpu {value!r}: a GPU asked for without a model"
-                        f"{f' (by memory, {memory})' if memory else ''}; rgt asks for GPUs by "
-                        "model: name one or more (e.g. L4,A10G:24GB:1)")
-    tpu = [n for n in names if re.match(r"^(tpu-)?v\d", n, re.IGNORECASE)]
+    if not names:  # any GPU with that much memory: every model that has it, smallest first
+        vendor = "amd" if "amd" in str(value).lower().split(":") else "nvidia"
+        least_gb = _gigabytes(memory, "resources.gpu memory") if memory else "0G"
+        floor = float(least_gb[:-1]) * {"M": 1 / 1024, "G": 1, "T": 1024}[least_gb[-1]]
+        names = [m for m, gb in sorted(GPU_MEMORY_GB[vendor], key=lambda x: x[1])
+                 if gb >= floor]
+        if not names:
+            raise UserError(f"resources.gpu {value!r}: rgt knows no {vendor} GPU with that "
+                            "much memory; name the model")
+        which = f"with at least {least_gb}B " if memory else ""
+        notes.append(f"resources.gpu {value}: any of {', '.join(names)} (the {vendor} GPUs "
+                     f"{which}rgt knows by name; a larger one than a range's top runs the "
+                     "job the same), first preferred")
+    tpu = [n for n in names if re.match(r"^tpu-|^v\d+[a-z]*-\d+$", n, re.IGNORECASE)]
     if tpu:
         raise UserError(f"resources.gpu {tpu[0]} is a TPU: rgt runs NVIDIA/AMD GPU jobs only")
     return [f"{n}:{least}" for n in names]
