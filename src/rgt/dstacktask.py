@@ -88,8 +88,9 @@ def to_spec(data: dict[str, Any], *, path: Path) -> tuple[dict[str, Any], list[s
     commands = _lines(data.get("commands"), "commands")
     if not commands:
         raise UserError("the dstack task has no `commands`: rgt needs the command to run")
-    notes = [f"{k} {data[k]!r} is not applied: {why}" for k, why in NOTED.items()
-             if data.get(k) is not None]
+    port = str(data.get("ports")).strip("[]'\"").split(",")[0].split(":")[0].strip()
+    notes = [f"{k} {data[k]!r} is not applied: {why.replace('PORT', port)}"
+             for k, why in NOTED.items() if data.get(k) is not None]
     stem = path.name.split(".")[0] or path.parent.resolve().name
     spec: dict[str, Any] = {
         "name": str(data.get("name") or re.sub(r"[^A-Za-z0-9_.\-]", "-", stem).strip("-.")

@@ -255,8 +255,9 @@ def _resources(given: Any) -> tuple[dict[str, Any], list[str]]:
     if not isinstance(given, dict):
         raise UserError("SkyPilot `resources` must be a mapping (candidates go under its "
                         "any_of or ordered)")
-    notes = [f"resources.{k} {given[k]!r} is not applied: {why}" for k, why in NOTED.items()
-             if given.get(k) is not None]
+    port = str(given.get("ports")).strip("[]'\"").split(",")[0].split("-")[0].strip()
+    notes = [f"resources.{k} {given[k]!r} is not applied: {why.replace('PORT', port)}"
+             for k, why in NOTED.items() if given.get(k) is not None]
     unknown = sorted(set(given) - RESOURCES - set(NOTED))
     if unknown:
         nearest = {"instance_type": " (ask for what it holds: accelerators, cpus, memory)",
