@@ -12,7 +12,7 @@ import sys
 
 from onbox_helpers import feed, read_state, shipped, wait_for, wait_log, wait_status
 
-from rgt.onbox import _common
+from rgt.onbox import _common, probe
 
 # The job starts a grandchild in a session of its own (as torchrun does with its workers), then
 # waits: the grandchild is in neither the job's process group nor its session.
@@ -63,6 +63,7 @@ def test_census_finds_runner_job_and_escaped_process_then_the_orphan(make_run, l
         run = census(run_dir.parent)["runs"][str(run_dir)]
         assert run["runner_alive"] is False and run["runner_pid"] is None
         assert run["job_pids"] == [escaped]
+        assert [p for p, _ in probe.probe(str(run_dir), use_dmesg=False)["processes"]] == [escaped]
 
         # rgt cancel's stop.py ends it though neither the runner nor the group is left
         out = feed("stop", str(run_dir / "state.json"), "5")

@@ -15,6 +15,9 @@ kernel-log OOM lines when ``dmesg`` is allowed; bytes and inodes for each ``--di
 default: the run dir and the durable dir); the last metrics-looking log line, the log tail, size
 and mtime; an ``nvidia-smi`` summary; the given Python's torch/CUDA view when ``--gpu-python``.
 
+``processes`` lists every live process of the run as ``[pid, start]`` pairs: those below a live
+runner and those with RGT_RUN_DIR=RUN_DIR in their environment (a job whose runner was killed).
+
 ``verdict`` (pure, importable) turns state + facts into running / succeeded / failed /
 sync-failed / vanished / starting. A log line is a claim; state.json is a claim too until the
 process agrees with it. For a vanished run it walks the U3 ladder: OOM kill → reboot → hang-up →
@@ -70,6 +73,7 @@ from rgt.onbox._common import (
     read_json,
     read_text,
     run_cmd,
+    run_processes,
 )
 
 PROBE_VERSION = 1
@@ -736,6 +740,10 @@ def probe(run_dir: str, dirs=None, gpu_python=None, tail: int = 20, use_dmesg=Tr
         "state": state,
         "job": job,
         "runner": runner,
+        # every live process of this run, recorded or not (torchrun's workers, orphans of a
+        # killed runner): [[pid, start], ...]
+        "processes": sorted([pid, start] for pid, start in run_processes(
+            run_dir, runner_pid if runner["alive"] else None).items()),
         "tmux": tmux,
         "heartbeat_age_s": heartbeat_age,
         "boot": dict(
