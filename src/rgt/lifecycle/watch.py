@@ -265,12 +265,15 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
     platform = platform_for(box.profile)
     deadline = _deadline(timeout_s)
     silence = Silence(box, poll_s, give_up_s, say)
+    behind = False  # the last read filled its budget: the log is read on before asking again
+    summary: dict[str, Any] = {}
     while True:
         pause = poll_s
         transport = platform.connect(box)
         try:
             # the platform speaks first: a paused instance has no log to read over SSH
-            summary = refresh(store, box, run, transport)
+            if not behind:
+                summary = refresh(store, box, run, transport)
             chunk = "" if summary["status"] == "paused" else platform.logs(
                 transport, box, run, since_byte=offset)
             silence.answered()
@@ -284,6 +287,7 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
             pause = silence.failed(str(err))
         finally:
             transport.close()
+        behind = isinstance(chunk, LogChunk) and chunk.cut
         if chunk:
             data = chunk.data if isinstance(chunk, LogChunk) else chunk.encode()
             offset += len(data)
