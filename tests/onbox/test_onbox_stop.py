@@ -126,3 +126,22 @@ def test_a_crash_with_exit_1_and_no_signal_is_still_a_failure(make_run, launcher
     run_dir = launcher.started[-1][1]
     state = wait_status(run_dir, ("stopped", "failed", "succeeded"))
     assert state["status"] == "failed" and state["exit_code"] == 1 and not state.get("stop_signal")
+
+
+def test_a_signal_after_the_job_ended_on_its_own_does_not_make_it_a_stop(make_run, launcher,
+                                                                        tmp_path):
+    """A cancel that races a finished run: the job exited 0 with its outputs before the
+    runner heard SIGTERM, so its outputs are synced and it succeeded."""
+    job = 'open("out.txt", "w").write("done")\n'
+    durable = tmp_path / "durable"
+    run_dir = make_run(job, outputs=["out.txt"], durable_dir=durable)
+    spec = json.loads((run_dir / "run.json").read_text())
+    # a leftover that ignores SIGTERM keeps the runner busy for its kill grace (2 s)
+    spec["command"] += """; (setsid bash -c 'trap "" TERM; sleep 30' &)"""
+    (run_dir / "run.json").write_text(json.dumps(spec))
+    proc = launcher.start(run_dir)
+    wait_log(run_dir, "leftover process(es) of the job")  # the leader ended; runner busy
+    proc.send_signal(signal.SIGTERM)
+    state = wait_status(run_dir, ("stopped", "succeeded", "failed", "sync-failed"))
+    assert state["status"] == "succeeded" and not state.get("stop_signal"), state
+    assert (durable / "out.txt").read_text() == "done"

@@ -861,6 +861,7 @@ class Runner:
                     os.killpg(pid, self.pending.pop(0))
 
             returncode = self.proc.wait()
+            leader_ended = now()
             leftovers, survivors = self._end_tree(float(spec.get("kill_grace_s") or 10))
             if returncode < 0:
                 signum = -returncode
@@ -889,13 +890,17 @@ class Runner:
             deadline = time.time() + delay
             while time.time() < deadline and not self.received:
                 time.sleep(0.2)
-            if self.received:
-                break  # a stop arrived during the pause: record the last attempt's end
+            if self.received:  # a stop arrived during the pause: no attempt follows, a stop
+                leader_ended = now()
+                break
             self.proc = None
         status = "succeeded" if exit_code == 0 else "failed"
         changes = {"exit_code": exit_code, "signal": sig_name, "leftovers": leftovers,
                    "survivors": survivors}
-        stop = stop_signal(self.received, read_text(self._seen_path) or "", exit_code)
+        # only a signal that reached the job counts: one that came after it ended on its own
+        # (a cancel racing a finished run) does not turn its result into a stop
+        before = [r for r in self.received if r.get("at", 0) <= leader_ended]
+        stop = stop_signal(before, read_text(self._seen_path) or "", exit_code)
         if stop:
             # asked to stop, and it did: its outputs are not expected (no sync), its
             # checkpoints and log are its results
