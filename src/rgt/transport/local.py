@@ -123,9 +123,12 @@ def _read_capped(proc: subprocess.Popen[bytes], stdin: bytes | None, timeout: fl
 
 
 def _feed(pipe, data: bytes) -> None:
-    with contextlib.suppress(OSError):  # the command may end (or be ended) without reading
-        pipe.write(data)
-        pipe.close()
+    try:
+        with contextlib.suppress(OSError):  # the command may end (or be ended) unread
+            pipe.write(data)
+    finally:
+        with contextlib.suppress(OSError):
+            pipe.close()
 
 
 class LocalTransport:
