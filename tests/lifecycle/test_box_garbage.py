@@ -270,3 +270,21 @@ def test_the_capped_read_stops_at_its_limit_and_names_a_stall():
         local.run("echo first; sleep 5; echo late", limit=100, idle=1, timeout=30)
     slow = local.run("for i in 1 2 3; do echo $i; sleep 0.6; done", limit=100, idle=1)
     assert slow.data == b"1\n2\n3\n" and not slow.truncated
+
+
+def test_the_capped_read_over_ssh_ends_the_command_and_keeps_the_connection(sshd_server):
+    """Over a real sshd: `yes` is cut at the limit (the ssh client's group is ended), the
+    bytes come as they were sent, and the next command on the same master still runs."""
+    from rgt.transport import SshTransport
+    from rgt.transport.base import Stalled
+
+    ssh = SshTransport(sshd_server.target, known_hosts=sshd_server.known_hosts)
+    try:
+        endless = ssh.run("yes", limit=1 << 20, timeout=60)
+        assert endless.truncated and len(endless.data) == 1 << 20
+        assert ssh.run("printf 'a\\xffb'", limit=10).data == b"a\xffb"
+        with pytest.raises(Stalled):
+            ssh.run("sleep 5", limit=10, idle=1, timeout=60)
+        assert ssh.run("echo still here").stdout == "still here\n"
+    finally:
+        ssh.close()
