@@ -19,6 +19,7 @@ from onbox_helpers import read_state, wait_for, wait_log, wait_status
 from rgt.onbox import _common, runner
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # each torchrun start imports torch three times: ~5-15 s a test
 
 # A tiny DDP trainer: resumes from $RGT_CKPT_DIR/snapshot.pt, saves it atomically every step.
 DDP_JOB = """
