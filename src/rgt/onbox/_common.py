@@ -517,6 +517,11 @@ def census(roots) -> dict:
         state = read_json(os.path.join(run_dir, "state.json"))
         if isinstance(state, dict):
             e["status"] = state.get("status")
+        spec = read_json(os.path.join(run_dir, "run.json"))  # a runner whose job has not begun
+        home = (spec.get("env") or {}).get("RGT_CKPT_DIR") if isinstance(spec, dict) and \
+            isinstance(spec.get("env"), dict) else None
+        if isinstance(home, str) and home and home not in e["ckpt_dirs"]:
+            e["ckpt_dirs"].append(home)
     return {
         "census_version": CENSUS_VERSION,
         "roots": roots,

@@ -37,7 +37,7 @@ root)::
          "job_pids": [130, 131, 140],    # every live process whose env has this RGT_RUN_DIR
          "job_processes": [{"pid": 130, "start": 456801, "ppid": 123, "pgid": 130,
                             "comm": "bash"}, ...],
-         "ckpt_dirs": ["/durable/rgt/jobs/mlp/ckpt"],   # RGT_CKPT_DIR seen in those envs
+         "ckpt_dirs": ["/durable/rgt/jobs/mlp/ckpt"],   # RGT_CKPT_DIR: job envs + run.json
          "status": "running"}}}         # state.json's status (a claim), null if unreadable
 
 A run appears only while a process of it lives: its runner (named ``rgt-runner`` in
