@@ -33,7 +33,8 @@ root)::
      "unreadable_environ": 0,   # live processes whose environment could not be read (others')
      "runs": {"/data/rgt/r1": {
          "run_id": "r1",                 # the run dir's name
-         "runner_pid": 123, "runner_pid_start": 456789, "runner_alive": true,
+         "runner_pid": 123, "runner_pid_start": 456789, "runner_alive": true,  # null/false:
+                                         # no runner of this run lives
          "job_pids": [130, 131, 140],    # every live process whose env has this RGT_RUN_DIR
          "job_processes": [{"pid": 130, "start": 456801, "ppid": 123, "pgid": 130,
                             "comm": "bash"}, ...],
