@@ -73,6 +73,7 @@ def approvals_dir(sub: str) -> Path:
 def ask(action: dict[str, Any], preview: dict[str, Any], *, now: float | None = None) -> Request:
     """Record a request for ACTION and return it with its fresh code."""
     now = time.time() if now is None else now
+    _forget_stale(now)
     while True:
         raw = "".join(secrets.choice(_ALPHABET) for _ in range(8))
         code = f"{raw[:4]}-{raw[4:]}"
@@ -160,6 +161,16 @@ def check(code: str, action: dict[str, Any], *, now: float | None = None) -> Req
         raise ApprovalRefused(f"approval {request.code} does not match its request (the "
                               "request changed after it was approved); nothing was done")
     return request
+
+
+def _forget_stale(now: float) -> None:
+    """Remove requests (and their grants) expired a day ago: nothing can use them, and the
+    folder would only grow. Used ones stay in used/, the record of what was approved."""
+    for folder in ("requests", "granted"):
+        for path in approvals_dir(folder).glob("*.json"):
+            with contextlib.suppress(OSError):
+                if path.stat().st_mtime < now - TTL_S - 86400:
+                    path.unlink()
 
 
 def describe(action: dict[str, Any]) -> str:

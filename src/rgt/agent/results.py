@@ -42,6 +42,16 @@ def box_text(text: str, source: str) -> dict[str, str]:
     return {"note": BOX_TEXT_NOTE, "source": source, "text": agent_text(text)}
 
 
+_FRAME = re.compile("[\u2500-\u257f]")  # box-drawing: the borders of Rich's panels
+
+
+def unframed(text: str) -> str:
+    """rgt's own terminal output without the panel borders a terminal user reads it in: a
+    model reads the words, and a border line costs as much as a line of them."""
+    lines = (_FRAME.sub("", line).strip() for line in text.splitlines())
+    return "\n".join(line for line in lines if line) + "\n"
+
+
 def clean(value: Any) -> Any:
     """VALUE (a --json document) with every string's control characters shown escaped."""
     if isinstance(value, str):

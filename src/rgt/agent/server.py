@@ -15,7 +15,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 from rgt.agent import approvals, gates
-from rgt.agent.results import RESULT_NOTE, bounded, box_text, clean
+from rgt.agent.results import RESULT_NOTE, bounded, box_text, clean, unframed
 from rgt.agent.verbs import Outcome, rgt
 from rgt.errors import UserError
 
@@ -59,9 +59,11 @@ async def _verb(ctx: Context | None, *args: str, timeout_s: float = QUICK_S, tai
                      progress=_progress(ctx))
 
 
-def answer(outcome: Outcome, *, log_keys: tuple[str, ...] = (), **extra: Any) -> str:
+def answer(outcome: Outcome, *, log_keys: tuple[str, ...] = (), frames: bool = True,
+           **extra: Any) -> str:
     """The tool's reply: ok, exit code, the verb's --json document (strings sanitised) or its
-    text output (as box text), the error line, and EXTRA; at most MAX_RESULT_BYTES."""
+    text output (as box text; FRAMES: rgt's panels drawn, their borders dropped), the error
+    line, and EXTRA; at most MAX_RESULT_BYTES."""
     result: dict[str, Any] = {"ok": outcome.exit_code == 0, "exit_code": outcome.exit_code,
                               "command": "rgt " + " ".join(outcome.argv)}
     doc = outcome.document()
@@ -73,8 +75,9 @@ def answer(outcome: Outcome, *, log_keys: tuple[str, ...] = (), **extra: Any) ->
         result["note"] = RESULT_NOTE
         if texts:
             result["box_text"] = box_text("\n".join(texts), "the run's log tail")
-    elif outcome.stdout.strip():
-        result["box_text"] = box_text(outcome.stdout, f"rgt {outcome.argv[0]}'s output")
+    elif outcome.stdout.strip():  # rgt's own words around what the box said
+        result["box_text"] = box_text(unframed(outcome.stdout) if frames else outcome.stdout,
+                                      f"rgt {outcome.argv[0]}'s output")
     if outcome.timed_out:
         result["error"] = (f"stopped after {outcome.seconds:.0f} s (the tool's time limit); "
                            "what it did so far stands. Ask again, or with a shorter wait")
@@ -171,7 +174,8 @@ async def render(spec: str, profile: str = "slurm", gpu: str | None = None,
     """What a platform would submit for a job (Slurm's sbatch script, Kubernetes manifests,
     Kaggle's kernel), without any box."""
     return answer(await _verb(None, "render", spec, *_flags(profile=profile, gpu=gpu,
-                                                            nodes=nodes, time=time)))
+                                                            nodes=nodes, time=time)),
+                  frames=False)
 
 
 # ----------------------------------------------------------------------------- boxes and runs
@@ -306,7 +310,7 @@ async def logs(box: str, ctx: Context, run_id: str | None = None, tail: int = 20
     tail = max(1, min(int(tail), 2000))
     outcome = await _verb(ctx, "logs", box, *([run_id] if run_id else []), "--tail", str(tail),
                           tail=True)
-    return answer(outcome)
+    return answer(outcome, frames=False)
 
 
 @_tool(READS)
