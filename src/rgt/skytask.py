@@ -22,10 +22,15 @@ So a SkyPilot user runs `rgt run BOX task.yaml` on the file they have. What maps
                                          the request, all are kept in gpu_alternatives
     resources.any_of / ordered           the same, from each candidate's accelerators
     resources.cpus: 8 | '8+'             resources.cpus (at least that many)
-    resources.memory: 32 | '32+'         resources.mem, GB
-    resources.disk_size: 256             resources.disk, GB
+    resources.memory: 32 | '32GB+'       resources.mem, GB (TB as 1024 GB)
+    resources.disk_size: 256 | '1TB'     resources.disk, GB
+    resources.accelerators: 'T4:0.5'     a whole T4, with a note (SkyPilot's own
+                                         SKYPILOT_NUM_GPUS_PER_NODE rounds up the same way)
     resources.use_spot                   resources.spot
-    resources.image_id: docker:IMG       resources.image (only container images map)
+    resources.image_id: docker:IMG       resources.image (only container images map; on
+                                         infra kubernetes an image_id is one as written)
+    ~/sky_workdir in setup/run           ${RGT_RUN_DIR}/code, rgt's copy of the workdir
+    ${VAR} in workdir/file_mounts        filled from envs, as SkyPilot does
     resources.infra / cloud / region     a platform rgt has (kubernetes/k8s, slurm, ssh,
                                          runpod, lambda, vast, '*'): the box's profile runs it,
                                          a region maps to resources.region; a cloud rgt has no
@@ -36,7 +41,7 @@ So a SkyPilot user runs `rgt run BOX task.yaml` on the file they have. What maps
       job_recovery                       and network as they are, and restarts only by recover:
 
 Services, pools, pipelines and job groups are named as what they are. Anything else
-(instance_type, zone, config, volumes, fractional GPUs …) is refused by name: rgt would
+(instance_type, zone, config, volumes, a git workdir …) is refused by name: rgt would
 otherwise run something other than what the file asks for.
 """
 
