@@ -38,16 +38,16 @@ def approve(code: Annotated[str, typer.Argument(help="The code the agent's tool 
             ) -> None:
     """Approve one destructive step a coding agent asked for (shown first; type the box name).
 
-    Run it in your own terminal: it refuses a stdin that is not a terminal, so an agent's
-    plain shell command cannot answer it. Each code is for one action on one box, once, within
-    10 minutes.
+    Run it in your own terminal: it refuses a stdin or stdout that is not a terminal, so an
+    agent's plain shell command cannot answer it. Each code is for one action on one box,
+    once, within 10 minutes.
     """
     from rgt.agent import approvals
 
-    if not sys.stdin.isatty():
-        raise UserError("rgt approve asks the person at a terminal and its stdin is not one "
-                        "(a pipe, a script, an agent's shell): run it in your own terminal; "
-                        "nothing was approved")
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):  # the step shown, the name typed
+        raise UserError("rgt approve asks the person at a terminal and its stdin or stdout is "
+                        "not one (a pipe, a script, an agent's shell): run it in your own "
+                        "terminal; nothing was approved")
     request = approvals.load(code)
     left = request.expires - time.time()
     if left <= 0:
