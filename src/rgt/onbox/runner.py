@@ -678,7 +678,8 @@ class Runner:
                 ) from None
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
-                os.write(fd, f"run {self.run_dir} (runner pid {os.getpid()})\n".encode())
+                os.write(fd, f"run {self.run_dir} (runner pid {os.getpid()} on "
+                             f"{socket.gethostname()})\n".encode())
             self.job_lock_fd = fd
         others = job_home_processes(home, self.run_dir)
         if others:
