@@ -219,7 +219,10 @@ class Store:
         self.path = path or rgt_home() / "state.db"
         self._batch = 0  # > 0 inside `batch()`: one backup at its end, not one per write
         try:
-            store_backup.check_at_open(self.path)  # missing/empty/damaged: restored or named
+            # missing, empty or damaged: restored or named; none yet: made
+            store_backup.check_at_open(self.path, SCHEMA)
+        except sqlite3.OperationalError as err:
+            raise _store_error(err, self.path) from None
         except OSError as err:
             raise StoreFull(f"cannot read or restore rgt's state in {self.path.parent} "
                             f"({err}): free space there, or point RGT_HOME elsewhere") from None

@@ -67,9 +67,11 @@ def header_problem(path: Path) -> str | None:
     return None
 
 
-def check_at_open(path: Path) -> None:
+def check_at_open(path: Path, schema: str) -> None:
     """Before the store is opened: restore a missing or damaged one from its backup (saying so
-    on stderr), or raise `StoreDamaged`. A missing store with no backup is a fresh install."""
+    on stderr), or raise `StoreDamaged`. A missing store with no backup is a fresh install:
+    made with `schema` in a temporary file and renamed into place, so no crash can leave an
+    empty store to be mistaken for a damaged one."""
     problem = header_problem(path)
     if problem is None:
         return
@@ -79,6 +81,7 @@ def check_at_open(path: Path) -> None:
             return
         if problem == "missing" and not backup_of(path).exists():
             _set_aside(path, companions_only=True)  # a WAL left by a deleted store is not ours
+            _create(path, schema)
             return
         _say(restore(path, problem))
 
@@ -156,6 +159,17 @@ def damaged_since_backup(path: Path, damage: str) -> None:
     _say(f"warning: rgt's state store {path} fails SQLite's check ({damage}); its last good "
          f"backup (from {when}) was kept: copy {path} somewhere safe, what changed since is "
          "only there")
+
+
+def _create(path: Path, schema: str) -> None:
+    made = path.with_name(f".{path.name}.new.{os.getpid()}")
+    db = sqlite3.connect(made)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.executescript(schema)
+    finally:
+        db.close()  # the last connection of a WAL database folds its WAL in and removes it
+    os.replace(made, path)
 
 
 def _staged_copy(backup: Path, path: Path) -> Path:
