@@ -102,3 +102,22 @@ def test_bounded_cuts_the_largest_part_first():
     cut = json.loads(bounded(wide))
     assert len(bounded(wide).encode()) <= MAX_RESULT_BYTES and "error" not in cut
     assert "k0" in cut["result"] and "rgt_cut" in cut["result"]
+
+
+def test_a_1_gb_log_stays_under_the_bound(agent, tmp_path):
+    """A log of 1 GiB (sparse: the job extends its own log file; the box reads it as any)."""
+    job = tmp_path / "big"
+    job.mkdir()
+    (job / "tail.py").write_text(f"print({HOSTILE!r})\nprint('THE-END')\n")
+    spec = write_job(job, run="echo start; truncate -s +1G /proc/self/fd/1 && python3 tail.py")
+    assert agent("up", name="g")["ok"]
+    run_id = agent("run", box="g", spec=str(spec))["run_id"]
+    raw = agent.raw("watch", box="g", run_id=run_id, until_done=True, timeout_s=60)
+    assert len(raw.encode()) <= MAX_RESULT_BYTES
+    assert json.loads(raw)["result"]["run"]["status"] == "succeeded"
+    log = agent.home / "boxes" / "g" / "scratch" / "rgt" / run_id / "log"
+    assert log.stat().st_size > 2**30
+    raw = agent.raw("logs", box="g", run_id=run_id, tail=2000)
+    assert len(raw.encode()) <= MAX_RESULT_BYTES
+    text = json.loads(raw)["box_text"]["text"]
+    assert "THE-END" in text and INSTRUCTION in text and "\x1b" not in text and "\x00" not in text
