@@ -87,8 +87,6 @@ def test_a_dstack_task_runs_on_a_local_box_as_dstack_runs_it(tmp_path, monkeypat
     ("type: task\ncommands: [x]\nfiles: ['/etc/hostname:/root/h']\n",
      "is outside the folder rgt pushes"),
     ("type: task\nname: t\n", "has no `commands`"),
-    ("type: task\ncommands: [x]\nnodes: 2\nfiles: ['.:/opt/code']\n",
-     "rgt copies them in setup, which runs on the first node only"),
 ])
 def test_what_rgt_cannot_carry_is_named(tmp_path, text, says):
     path = write(tmp_path, text)

@@ -88,6 +88,9 @@ def test_rgt_render_of_a_multi_line_run_with_an_apostrophe_is_a_script(tmp_path)
     assert step.startswith("trap : TERM INT USR1\nexport RGT_NODE_RANK=\"$SLURM_NODEID\"")
     body = load_spec(DATA / "train-rdzv.yaml").run
     assert step.endswith(body) and "--no-python" not in step
+    # SkyPilot runs setup on every node, before run; a failed setup fails the job
+    assert "\n{\npip install -r requirements.txt\n} || { rgt_rc=$?;" in step
+    assert "pip install" not in script.replace(script[script.index("srun "):], "")
     assert "#SBATCH --nodes=2" in script and "#SBATCH --gres=gpu:8" in script
     for line in ('RGT_NODE_IPS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
                  'export RGT_NUM_NODES="$SLURM_NNODES" SKYPILOT_NUM_NODES="$SLURM_NNODES"',

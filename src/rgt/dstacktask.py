@@ -124,10 +124,6 @@ def to_spec(data: dict[str, Any], *, path: Path) -> tuple[dict[str, Any], list[s
     spec["setup"] = "\n".join([*lines, spec["setup"]]).strip("\n")
     resources, more = _resources(data)
     spec["resources"], notes = resources, notes + more
-    if any(d.startswith(("/", "~")) for d, _ in copies) and resources.get("nodes", 1) > 1:
-        raise UserError(f"files copied outside the working dir on {resources['nodes']} nodes: "
-                        "rgt copies them in setup, which runs on the first node only; keep "
-                        "them at their relative place (pushed where every node sees it)")
     return spec, notes
 
 

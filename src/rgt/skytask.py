@@ -169,10 +169,6 @@ def to_spec(data: dict[str, Any], *, default_name: str,
     resources, notes = _resources(data.get("resources") or {})
     if data.get("num_nodes") is not None:
         resources["nodes"] = _count(data["num_nodes"], "num_nodes")
-        if copies and resources["nodes"] > 1:
-            raise UserError(f"file_mounts on {resources['nodes']} nodes: rgt copies them in "
-                            "setup, which runs on the first node only; read them from the "
-                            "workdir (pushed where every node sees it) instead")
     spec["resources"] = resources
     return spec, notes
 

@@ -13,6 +13,8 @@ from rgt.spec import load_spec
 TASK = """\
 workdir: .
 resources: {cpus: 1, memory: 0.5}
+setup: |
+  echo "setup=$SKYPILOT_SETUP_NODE_RANK" > "$RGT_DURABLE_DIR/setup.txt"
 run: |
   # it's a script: quotes, pipes and variables as bash reads them
   head=$(echo "$SKYPILOT_NODE_IPS" | head -n1)
@@ -30,7 +32,9 @@ def test_skypilot_task_gets_slurms_values(slurm_cluster, slurm_box, tmp_path):
     slurm_cluster.wait_for_job(run.spec["platform_run"]["job_id"], timeout=90)
     summary = watch.refresh(store, box, store.run("hpc", run.id))
     assert summary["status"] == "succeeded", summary
-    text = (Path(run.spec["durable_run_dir"]) / "env.txt").read_text()
+    durable = Path(run.spec["durable_run_dir"])
+    assert (durable / "setup.txt").read_text() == "setup=0\n"  # in the node's step
+    text = (durable / "env.txt").read_text()
     values = dict(word.split("=", 1) for word in text.split())
     assert (values["rank"], values["n"], values["gpus"]) == ("0", "1", "0"), text
     # the allocation's hostname from `scontrol show hostnames`, not 127.0.0.1

@@ -532,7 +532,9 @@ def render_batch_script(spec: JobSpec, *, run_id: str, paths: ScriptPaths,
              f"# rgt run {run_id}: requeue-safe — every attempt runs this identical script and",
              "# the trainer resumes from the latest checkpoint in $RGT_CKPT_DIR.",
              _PREAMBLE.rstrip("\n")]
-    lines += _body(paths, env, spec.setup, hook, spec.outputs, step,
+    # a SkyPilot or dstack task's setup runs on every node, in the step (`_step_for`)
+    setup = spec.setup if spec.dialect == "rgt" else ""
+    lines += _body(paths, env, setup, hook, spec.outputs, step,
                    ckpt_sh=shlex.quote(paths.ckpt_dir),
                    out_sh=shlex.quote(f"{paths.durable_run_dir}/out"), gpus_per_node=opts.gpus)
     return "\n".join(lines) + "\n"
@@ -634,9 +636,15 @@ def _step_for(spec: JobSpec, opts: BatchOptions, command: str | None = None) -> 
         # an array cell's command is only known in the script; torchrun wraps it at run time
         raise UserError("a multi-node or torchrun sweep is not supported yet; sweep "
                         "single-node cells")
-    return step_command(command or spec.run, opts,
-                        nproc_per_node=int(nproc) if nproc else None, port=port,
-                        per_node=spec.dialect != "rgt")
+    per_node = spec.dialect != "rgt"
+    run = command or spec.run
+    if per_node and command is None and spec.setup.strip():
+        # SkyPilot and dstack run setup on every node before its run, and a failed setup
+        # fails the job: so each node's step does the same
+        run = ("{\n" + spec.setup.strip() + "\n} || { rgt_rc=$?; echo \"[rgt] setup failed on "
+               "node $SLURM_NODEID (exit $rgt_rc)\" >&2; exit $rgt_rc; }\n" + run)
+    return step_command(run, opts, nproc_per_node=int(nproc) if nproc else None, port=port,
+                        per_node=per_node)
 
 
 # ----------------------------------------------------------------------------- reading state

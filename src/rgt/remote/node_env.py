@@ -37,7 +37,7 @@ import json
 
 ONE_MACHINE_ADDRESS = "127.0.0.1"
 RANK_NAMES = ("RGT_NODE_RANK", "SKYPILOT_NODE_RANK", "DSTACK_NODE_RANK")
-# SkyPilot's setup runs with its own copies; rgt's setup runs on the head node (rank 0)
+# SkyPilot's setup sees its own copies (on Slurm a task's setup runs in each node's step)
 SETUP_RANK_NAMES = ("SKYPILOT_SETUP_NODE_RANK",)
 NODE_COUNT_NAMES = ("RGT_NUM_NODES", "SKYPILOT_NUM_NODES", "DSTACK_NODES_NUM")
 ADDRESS_LIST_NAMES = ("RGT_NODE_IPS", "SKYPILOT_NODE_IPS", "SKYPILOT_SETUP_NODE_IPS",
@@ -84,4 +84,4 @@ def slurm_exports(gpus_per_node: int) -> list[str]:
 
 def slurm_rank_exports() -> str:
     """The line each step's shell runs first: this node's rank is Slurm's node id there."""
-    return "export " + " ".join(f'{n}="$SLURM_NODEID"' for n in RANK_NAMES)
+    return "export " + " ".join(f'{n}="$SLURM_NODEID"' for n in RANK_NAMES + SETUP_RANK_NAMES)
