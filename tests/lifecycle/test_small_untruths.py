@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import base64
+import io
 import json
+import os
+import tarfile
 from pathlib import Path
 
 from rgt.lifecycle import save_hints
@@ -58,3 +63,29 @@ def test_up_with_ssh_and_no_profile_takes_the_ssh_box(cli, sshd_server, tmp_path
     assert listed["far"]["profile"] == "generic-ssh"
     here = cli.ok("up", "here")  # no connection: this machine, as before
     assert "box here (local) answers" in here.stdout and "no --profile" not in here.stdout
+
+
+def bundled(notebook: Path) -> set[str]:
+    """The names in the code bundle a rendered notebook carries (its RGT_CONFIG cell)."""
+    cells = json.loads(notebook.read_text())["cells"]
+    source = next("".join(c["source"]) for c in cells if "RGT_CONFIG = " in "".join(c["source"]))
+    config = ast.literal_eval(source.split("RGT_CONFIG = ", 1)[1])
+    blob = base64.b64decode(config["source"]["data"])
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        return set(tar.getnames())
+
+
+def test_a_rendered_notebook_carries_what_a_push_carries(cli, tmp_path):
+    """`rgt render --profile colab` refused a small workdir over the rgt-results/ a pull had
+    left in it, which every push leaves out; .rgtignore was not read either."""
+    work = tmp_path / "job"
+    (work / "rgt-results" / "box" / "run-1" / "ckpt").mkdir(parents=True)
+    (work / "rgt-results" / "box" / "run-1" / "ckpt" / "w.pt").write_bytes(os.urandom(5 << 20))
+    (work / "data").mkdir()
+    (work / "data" / "shard.bin").write_bytes(os.urandom(5 << 20))
+    (work / ".rgtignore").write_text("# big\ndata/\n")
+    (work / "train.py").write_text("print('hi')\n")
+    (work / "job.yaml").write_text("name: j\nworkdir: .\nrun: python train.py\n")
+    out = tmp_path / "train.ipynb"
+    cli.ok("render", str(work / "job.yaml"), "--profile", "colab", "-o", str(out))
+    assert bundled(out) == {".rgtignore", "job.yaml", "train.py"}

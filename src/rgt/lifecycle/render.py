@@ -77,7 +77,9 @@ def render(spec: JobSpec, profile: str, *, data_dir: str | None = None,
                         "image the platform gives them")
     box = stand_in_box(profile, data_dir=data_dir, durable_dir=durable_dir,
                        resources=resources, options=options)
-    return platform.render(box, spec, new_run_id(spec.name))
+    # a notebook carries the workdir as a push would: .rgtignore and rgt-results/ left out
+    pushed = spec.model_copy(update={"exclude": push_excludes(spec)})
+    return platform.render(box, pushed, new_run_id(spec.name))
 
 
 def dry_run(store: Store, box_name: str, spec: JobSpec, *, after: str | None = None,
@@ -93,7 +95,8 @@ def dry_run(store: Store, box_name: str, spec: JobSpec, *, after: str | None = N
         return runner_plan(store, box, platform, spec) + "".join(
             line + "\n" for line in fitted.lines())
     dependency = platform.dependency_on(store.run(box.name, after)) if after else None
-    return platform.render(box, spec, new_run_id(spec.name), dependency=dependency)
+    pushed = spec.model_copy(update={"exclude": push_excludes(spec, store)})
+    return platform.render(box, pushed, new_run_id(spec.name), dependency=dependency)
 
 
 def _measured_fit(platform: Platform, box: Box, spec: JobSpec, skip: bool) -> fit.Fit:

@@ -19,6 +19,7 @@ from typing import Any
 
 import rgt
 from rgt.errors import UserError
+from rgt.onbox import xfer
 
 RUNTIME = Path(__file__).resolve().parent.parent / "onbox" / "notebook.py"
 BUNDLE_NAME = "code.tar.gz"
@@ -71,23 +72,23 @@ def ckpt_library() -> dict[str, bytes]:
 
 
 def bundle_workdir(workdir: Path, exclude: list[str]) -> tuple[bytes, str]:
-    """The workdir as a deterministic tar.gz (the spec's `exclude` left out) and its sha256."""
+    """The workdir as a deterministic tar.gz and its sha256: the files a push would send,
+    EXCLUDE read with rsync's `--exclude` meaning by the push's own engine (`xfer.scan`), so
+    `rgt-results/`, `data/` or `/notes/` leave out what they leave out of a push. Symlinks
+    are not followed or bundled."""
+    try:
+        _, found, _, _ = xfer.scan(str(workdir), list(exclude))
+    except xfer.XferError as err:
+        raise UserError(f"cannot read the workdir {workdir}: {err}") from None
     files: dict[str, bytes] = {}
     total = 0
-    for path in sorted(workdir.rglob("*")):
-        rel = path.relative_to(workdir)
-        if any(rel.match(pattern) or part == pattern
-               for pattern in exclude for part in rel.parts):
-            continue
-        if path.is_symlink() or not path.is_file():
-            continue
-        data = path.read_bytes()
-        total += len(data)
+    for rel, size, *_ in sorted(found):
+        total += size
         if total > MAX_BUNDLE_BYTES:
             raise UserError(f"the workdir {workdir} holds more than "
                             f"{MAX_BUNDLE_BYTES >> 20} MiB of files: keep data on Drive or "
                             "download it in `setup`, and list big folders under `exclude`")
-        files[rel.as_posix()] = data
+        files[rel] = (Path(workdir) / rel).read_bytes()
     blob = _tar_gz(files)
     return blob, hashlib.sha256(blob).hexdigest()
 
