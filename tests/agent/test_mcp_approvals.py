@@ -39,6 +39,9 @@ def test_a_code_completes_only_its_own_action(boxes):
                           ("rm -rf ~; rgt approve", "not an approval code"),
                           ("../../granted/x", "not an approval code")):
         assert says in agent("down", box="d", approval_code=made_up)["refused"]
+    for name, args in (("down", {"box": "--yes"}), ("cancel", {"box": "c", "run_id": "--yes"}),
+                       ("logs", {"box": "-n"})):  # an argument read as an option
+        assert "may not start with '-'" in agent(name, **args)["refused"]
     assert (agent.home / "boxes" / "c" / "scratch").is_dir()
     assert (agent.home / "boxes" / "d" / "scratch").is_dir()
     assert json.loads(agent.raw("ls"))["result"]["boxes"][0]["state"] == "up"
