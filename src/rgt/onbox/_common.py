@@ -95,6 +95,28 @@ def sha256_file(path: str):
     return size, h.hexdigest()
 
 
+def _walk_files(directory: str, files: list) -> None:
+    """Append the files under DIRECTORY to FILES in os.walk's top-down order (a directory's own
+    files, sorted, then its subdirectories, sorted), as os.walk + isfile would list them, but
+    from the directory entries' types: no stat per regular file. A symlink to a file counts, a
+    symlink to a directory is not followed."""
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return
+    subdirs = []
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                subdirs.append(entry.path)
+            elif entry.is_file():
+                files.append(entry.path)
+        except OSError:
+            continue
+    for sub in subdirs:
+        _walk_files(sub, files)
+
+
 def match_outputs(root: str, patterns, exclude=()):
     """([(absolute path, manifest path)], [patterns that matched no file]).
 
@@ -103,27 +125,29 @@ def match_outputs(root: str, patterns, exclude=()):
     separators, or the absolute path for a file outside ROOT. Our own temp files are skipped.
     """
     root = os.path.abspath(root)
+    prefix = root.rstrip(os.sep) + os.sep
     exclude = {os.path.abspath(p) for p in exclude}
     found, missing, seen = [], [], set()
     for pattern in patterns or []:
         full = pattern if os.path.isabs(pattern) else os.path.join(root, pattern)
         files = []
         for match in sorted(glob.glob(full, recursive=True)):
+            match = os.path.abspath(match)
             if os.path.isdir(match):
-                for base, dirs, names in os.walk(match):
-                    dirs.sort()
-                    files.extend(os.path.join(base, n) for n in sorted(names))
-            else:
+                _walk_files(match, files)
+            elif os.path.isfile(match):
                 files.append(match)
-        files = [os.path.abspath(f) for f in files if os.path.isfile(f)]
         files = [f for f in files if f not in exclude and not f.endswith(TMP_SUFFIX)]
         if not files:
             missing.append(pattern)
             continue
         for path in files:
-            rel = os.path.relpath(path, root)
-            if rel == ".." or rel.startswith(".." + os.sep):
-                rel = path
+            if path.startswith(prefix):  # the common case, without relpath's cost per file
+                rel = path[len(prefix):]
+            else:
+                rel = os.path.relpath(path, root)
+                if rel == ".." or rel.startswith(".." + os.sep):
+                    rel = path
             rel = rel.replace(os.sep, "/")
             if rel not in seen:
                 seen.add(rel)

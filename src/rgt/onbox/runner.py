@@ -354,6 +354,8 @@ class VerifyError(Exception):
     pass
 
 
+O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+UTIME_FD = os.utime in os.supports_fd  # futimens: no second path lookup per file
 BATCH_FILES = 2000  # files written before one flush: a sync per batch, not per file
 BATCH_BYTES = 512 << 20  # and at most this much dirty data waiting for it
 
@@ -371,10 +373,19 @@ def read_back(path: str, size: int):
     """(bytes, sha256) of PATH as read back now; one read when it is the SIZE it should be."""
     if size > HASH_BUF_SIZE:
         return sha256_file(path)
-    with open(path, "rb", buffering=0) as f:
-        data = f.read(size + 1)
-        rest = f.read() if len(data) > size else b""
-    return len(data) + len(rest), hashlib.sha256(data + rest).hexdigest()
+    fd = os.open(path, os.O_RDONLY | O_CLOEXEC)
+    try:
+        data = os.read(fd, size + 1)
+        while len(data) <= size:  # a short read; the copy may also really be short
+            more = os.read(fd, size + 1 - len(data))
+            if not more:
+                break
+            data += more
+    finally:
+        os.close(fd)
+    if len(data) > size:
+        return sha256_file(path)  # longer than written: hash all of it for the message
+    return len(data), hashlib.sha256(data).hexdigest()
 
 
 class BatchCopier:
@@ -414,21 +425,29 @@ class BatchCopier:
         h = hashlib.sha256()
         size = 0
         self.pending.append((tmp, dst, rel, None, None))  # removed on failure from here on
-        # unbuffered, reads sized to the file: a small output costs one read and one write, not
-        # a 1 MiB buffer each
-        with open(src, "rb", buffering=0) as fin, open(tmp, "wb", buffering=0) as fout:
-            st = os.fstat(fin.fileno())
-            while True:
-                block = fin.read(min(HASH_BUF_SIZE, max(st.st_size - size, 0) + 1))
-                if not block:
-                    break
-                h.update(block)
-                view = memoryview(block)
-                while view:
-                    view = view[fout.write(view):]
-                size += len(block)
-        with contextlib.suppress(OSError):
-            os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        # plain descriptors, reads sized to the file: a small output costs one read and one
+        # write, not a file object and a 1 MiB buffer each
+        fin = os.open(src, os.O_RDONLY | O_CLOEXEC)
+        try:
+            st = os.fstat(fin)
+            # O_TRUNC, not O_EXCL: a crashed earlier runner with this pid may have left it
+            fout = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | O_CLOEXEC, 0o666)
+            try:
+                while True:
+                    block = os.read(fin, min(HASH_BUF_SIZE, max(st.st_size - size, 0) + 1))
+                    if not block:
+                        break
+                    h.update(block)
+                    view = memoryview(block)
+                    while view:
+                        view = view[os.write(fout, view):]
+                    size += len(block)
+                with contextlib.suppress(OSError, NotImplementedError):
+                    os.utime(fout if UTIME_FD else tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+            finally:
+                os.close(fout)
+        finally:
+            os.close(fin)
         self.pending[-1] = (tmp, dst, rel, size, h.hexdigest())
         self.pending_bytes += size
         if len(self.pending) >= BATCH_FILES or self.pending_bytes >= BATCH_BYTES:
