@@ -189,8 +189,7 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
     strays: list[census.Stray] = []
     try:
         states = [refresh(store, box, run, transport) for run in runs]
-        if platform_for(box.profile).census:  # live runs the record does not name
-            strays = census.unrecorded(store, box, transport)
+        strays = _strays(store, box, transport, plan)
     except UserError as err:
         # A box gone or unreachable (e.g. destroyed in the console) must still be markable as
         # down; without a live answer only evidence taken after a run ended counts.
@@ -214,6 +213,20 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
     if hasattr(platform, "teardown"):
         plan.teardown = platform.teardown(store, box)
     return plan
+
+
+def _strays(store: Store, box: Box, transport, plan: DownPlan) -> list[census.Stray]:
+    """Live runs on the box that the record does not name (rgt.lifecycle.census). A box that
+    does not answer the census (a paused container) is released whole, which ends whatever
+    runs there; a box whose directories `down` deletes must answer it."""
+    if not platform_for(box.profile).census:
+        return []
+    try:
+        return census.unrecorded(store, box, transport)
+    except UserError:
+        if plan.profile.facts.kind == "local":
+            raise
+        return []
 
 
 def resumed_plan(store: Store, box: Box, teardown: TeardownRecord) -> DownPlan:
