@@ -60,3 +60,12 @@ def wait_for(predicate, timeout: float = 30, every: float = 0.2):
             return value
         time.sleep(every)
     raise AssertionError("condition not met in time")
+
+
+def up_ssh(cli, sshd, tmp_path, name="gpu", *extra):
+    """`rgt up NAME` of the test sshd as a generic-ssh box, its dirs under TMP_PATH."""
+    target = sshd.target
+    ssh = f"ssh -p {target.port} -i {target.identity} root@127.0.0.1"
+    return cli("up", name, "--profile", "generic-ssh", "--ssh", ssh,
+               "--data-dir", str(tmp_path / "box-data"),
+               "--durable-dir", str(tmp_path / "box-durable"), "--rate", "1.5", *extra)

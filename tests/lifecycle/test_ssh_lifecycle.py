@@ -5,20 +5,12 @@ from __future__ import annotations
 
 import json
 
-from boxkit import write_job
+from boxkit import up_ssh, write_job
 
 JOB = (
     "for i in $(seq 1 6); do echo step=$i loss=0.$i; sleep 0.5; done\n"
     "mkdir -p out && echo '{\"acc\": 0.9}' > out/metrics.json"
 )
-
-
-def up_ssh(cli, sshd, tmp_path, name="gpu", *extra):
-    target = sshd.target
-    ssh = f"ssh -p {target.port} -i {target.identity} root@127.0.0.1"
-    return cli("up", name, "--profile", "generic-ssh", "--ssh", ssh,
-               "--data-dir", str(tmp_path / "box-data"),
-               "--durable-dir", str(tmp_path / "box-durable"), "--rate", "1.5", *extra)
 
 
 def test_up_audit_run_watch_pull_down_over_ssh(cli, sshd_server, tmp_path):
@@ -92,7 +84,9 @@ def test_a_box_that_no_longer_answers_can_still_be_marked_down(cli, sshd_server,
     cli.ok("watch", "gpu2", unpulled, "--until-done", "--timeout", "90")
     sshd_server.stop()  # the box was destroyed in the console, say
 
-    done = cli("down", "gpu", "--yes")  # evidence taken after the run ended still counts
+    waiting = cli("down", "gpu", "--yes")  # rgt stops no meter here: --yes is not your word
+    assert waiting.returncode == 4 and "gpu is not down" in waiting.stdout, waiting.stderr
+    done = cli("down", "gpu", input="gpu\n")  # evidence taken after the run ended counts
     assert done.returncode == 0, done.stderr
     assert "without reaching it" in done.stdout
 

@@ -421,8 +421,10 @@ def logs(name: BoxArg, run_id: RunArg = None,
                            "clipboard, links, cursor moves) and long lines not filtered.")
                         ] = False,
          ) -> None:
-    """Print the run's log (stdout and stderr, unbuffered): its last 8 MiB at most, colours
-    and carriage returns kept, other terminal escapes removed, lines over 64 KiB cut."""
+    """Print the run's log (stdout and stderr, unbuffered).
+
+    Its last 8 MiB at most, colours and carriage returns kept, other terminal escapes removed,
+    lines over 64 KiB cut; --raw gives the bytes as the box has them."""
     store = Store()
     box = store.box(name)
     text = watch_mod.read_log(box, store.run(box.name, run_id), tail, cell, raw=raw)
@@ -487,6 +489,9 @@ def pull(name: BoxArg, run_id: RunArg = None,
     raise typer.Exit(1)
 
 
+EXIT_WAITING_FOR_YOU = 4  # `down --yes` where only the user can stop the meter: not down
+
+
 @app.command()
 def down(
     name: BoxArg,
@@ -497,13 +502,20 @@ def down(
     as_json: Annotated[bool, typer.Option(
         "--json", help="A refusal as one JSON document on stdout (still exit 3).")] = False,
 ) -> None:
-    """Stop the meter — only after every run is pulled and verified (the Iron Law)."""
+    """Stop the meter — only after every run is pulled and verified (the Iron Law).
+
+    Where rgt cannot stop the meter itself (a box rented in a console), the box is down only
+    by your typed word that you stopped it there; `--yes` then records it as waiting for you
+    and exits 4, not down.
+    """
     store = Store()
     plan = down_mod.plan_down(store, name)
     if plan.resumed is not None:  # a `down` cut short: finish that teardown, confirmed then
         console.print(escape(down_mod.down_journal.resuming_line(plan.resumed)))
         outcome = down_mod.execute_down(store, plan, discarded=plan.resumed.plan["discarded"])
-        console.print(f"[green]✓[/] {name} is down: {escape(outcome)}")
+        by = down_mod.stopped_by(plan.resumed.plan["kind"])
+        console.print(f"[green]✓[/] {name} is down{' by your word' * (by != 'rgt')}: "
+                      f"{escape(outcome)}")
         for billing in store.box(name).extra.get("still_billing") or []:
             console.print(f"[yellow]still billing:[/] {escape(billing)}")
         return
@@ -539,14 +551,25 @@ def down(
     if not plan.safe:
         lines += [f"[bold red]NOT PULLED[/] {escape(r)}" for r in plan.live + plan.unverified]
     console.print(Panel("\n".join(lines), title=f"down {name}", expand=False))
+    word = down_mod.needs_your_word(plan)  # only the user can stop this meter
+    if word and yes:
+        how = down_mod.await_console_stop(store, plan)
+        console.print(f"[yellow]![/] {name} is [bold]not down[/]: rgt cannot stop its meter, "
+                      f"and --yes is not your word that you did. Do this in the console: "
+                      f"{escape(how)}; then `rgt down {name}` and type its name. Until then "
+                      "`rgt ls` shows it waiting for you")
+        raise typer.Exit(EXIT_WAITING_FOR_YOU)
     if not yes:
         instead = (f"`echo {name} | rgt down {name} --discard-results` (results are given up "
                    "only by a typed name, never by --yes)" if not plan.safe else
-                   f"`rgt down {name} --yes`")
-        if not typed_name(f"Type the box name ({name}) to confirm", name, verb="down",
-                          unchanged="nothing was changed", instead=instead):
+                   f"`echo {name} | rgt down {name}` once it is stopped in the console"
+                   if word else f"`rgt down {name} --yes`")
+        question = (f"Once it is stopped in the console, type the box name ({name}) to record "
+                    "that you did" if word else f"Type the box name ({name}) to confirm")
+        if not typed_name(question, name, verb="down", unchanged="nothing was changed",
+                          instead=instead):
             raise UserError("confirmation did not match; nothing was done", exit_code=1)
     outcome = down_mod.execute_down(store, plan, discarded=not plan.safe)
-    console.print(f"[green]✓[/] {name} is down: {escape(outcome)}")
+    console.print(f"[green]✓[/] {name} is down{' by your word' * word}: {escape(outcome)}")
     for billing in store.box(name).extra.get("still_billing") or []:
         console.print(f"[yellow]still billing:[/] {escape(billing)}")

@@ -50,6 +50,10 @@ def ls_cmd(
     if as_json:
         print_json("ls", boxes=[{
             "name": ln.box.name, "profile": ln.box.profile, "state": ln.box.state,
+            "stopped_by": ln.box.extra.get("stopped_by") if ln.box.state == "down" else None,
+            "waiting_for_you": (ln.box.extra.get("awaiting_console") or {}).get("how")
+            if ln.box.state == "up" else None,
+            "dismissed_billing": ln.box.extra.get("dismissed_billing"),
             "instance": ln.box.extra.get("instance_id"), "uptime_s": ln.uptime_s,
             "spent_usd": ln.spent, "walltime_s": ln.walltime_s, "live_runs": ln.live_runs,
             "idle_s": ln.idle_s, "clocks": ln.clocks, "still_billing": ln.still_billing,
@@ -76,8 +80,8 @@ def _print_table(shown: list, idle_after_min: float) -> None:
         spent = f"${ln.spent:.2f}" if ln.spent is not None else "-"
         if ln.walltime_s is not None:
             spent = f"{duration(ln.walltime_s)} walltime"
-        rows.append([ln.box.name, ln.box.profile, ln.box.state, duration(ln.uptime_s), spent,
-                     str(ln.live_runs)])
+        rows.append([ln.box.name, ln.box.profile, state_word(ln.box), duration(ln.uptime_s),
+                     spent, str(ln.live_runs)])
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     # A box name too long for the row to fit gets a line of its own (and one note line less).
     limit = console.width - sum(widths[1:]) - 2 * len(widths[1:])
@@ -105,9 +109,23 @@ def _print_row(cells: list[str], widths: list[int], instance: str | None,
     console.print(Text(line.rstrip(), style=style), highlight=False)
 
 
+def state_word(box) -> str:
+    """up; up but waiting for the user's console step (`down --yes` where rgt cannot stop the
+    meter); down, stopped by rgt itself or by the user's typed word."""
+    if box.state == "up":
+        return "up, waiting for you" if box.extra.get("awaiting_console") else "up"
+    by = box.extra.get("stopped_by")
+    return f"down ({'by rgt' if by == 'rgt' else 'by your word'})" if by else box.state
+
+
 def _notes(ln, idle_after_min: float) -> list[str]:
     """What the user should know about the box, the ones that cost money first (markup)."""
     notes = []
+    waiting = ln.box.extra.get("awaiting_console") if ln.box.state == "up" else None
+    if waiting:
+        how = escape(str(waiting.get("how")))
+        notes.append(f"[bold red]still billing: stop it in the console ({how}), then "
+                     f"`rgt down {ln.box.name}` and type its name[/]")
     if ln.idle_s is not None and ln.idle_s > idle_after_min * 60:
         notes.append(f"[bold red]idle {duration(ln.idle_s)} with no live run (GEN1)[/]")
     notes += [f"[yellow]still billing: {escape(b)}[/]" for b in ln.still_billing]
@@ -125,3 +143,32 @@ def at_risk(box) -> list[dict]:
     age: `rgt up` and `rgt watch` measure it, ls only reads the store (it asks no platform)."""
     return [{"what": str(r.get("what")), "age_s": max(0.0, time.time() - float(r.get("at") or 0))}
             for r in box.extra.get("at_risk") or [] if isinstance(r, dict) and r.get("what")]
+
+
+@app.command("dismiss")
+def dismiss_cmd(
+    name: Annotated[str, typer.Argument(help="The box, down, whose still-billing lines you "
+                                             "dealt with.")],
+) -> None:
+    """Say you dealt with what still bills for a box that is down: `rgt ls` stops showing it.
+
+    Storage a platform keeps charging for after its meter stopped (a kept disk, a file system)
+    is shown under the box in `rgt ls` until you say here that you removed it or chose to keep
+    paying; the lines and the time are recorded, and `rgt ls --all --json` keeps them.
+    """
+    from rgt.errors import UserError
+
+    store = Store()
+    box = store.box(name)
+    lines = list(box.extra.get("still_billing") or [])
+    if box.state != "down":
+        raise UserError(f"{name} is up: its meter runs; `rgt down {name}` first (dismiss is for "
+                        "what bills after a box is down)")
+    if not lines:
+        console.print(f"nothing still bills for {name} as far as rgt knows")
+        return
+    store.update_box(name, extra={**box.extra, "still_billing": [],
+                                  "dismissed_billing": {"at": time.time(), "lines": lines}})
+    store.record("billing-dismissed", {"lines": lines}, box=name)
+    for line in lines:
+        console.print(f"[green]✓[/] dismissed: {escape(line)}")

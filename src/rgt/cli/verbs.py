@@ -51,6 +51,9 @@ VERBS: tuple[Verb, ...] = (
          "Stop the meter — only after every run is pulled and verified (the Iron Law)."),
     Verb("ls", _CLI + "ls_cmd",
          "Every box: state, up-time, money spent, live runs, and the clocks that are running."),
+    Verb("dismiss", _CLI + "ls_cmd",
+         "Say you dealt with what still bills for a box that is down: `rgt ls` stops showing "
+         "it."),
     Verb("top", _CLI + "top_cmd",
          "A live table of every box and run: money, clocks, step, loss, ETA. Ctrl-C quits."),
     Verb("plot", _CLI + "top_cmd",
@@ -80,7 +83,7 @@ VERBS: tuple[Verb, ...] = (
          "Two platforms side by side: what each action stops, keeps, and keeps billing."),
     Verb("ckpt", _CLI + "ckpt_cmd",
          "Inspect checkpoints (rgt.ckpt, torch, Lightning, safetensors, HF checkpoint-N, "
-         "torch.distributed.checkpoint): list them, verify one."),
+         "accelerate save_state, torch.distributed.checkpoint): list them, verify one."),
     Verb("mcp", _CLI + "mcp_cmd",
          "Serve rgt's verbs to a coding agent over MCP (stdio); destructive steps need `rgt "
          "approve`."),

@@ -329,6 +329,31 @@ def _begin(store: Store, plan: DownPlan, *, discarded: bool) -> TeardownRecord:
         meter_stop=stop.name, stop_how=stop.how or stop.name)
 
 
+def needs_your_word(plan: DownPlan) -> bool:
+    """Whether only the user can stop this box's meter (no API, no scheduler; not this
+    machine): then `down` is true only once they typed that they did it in the console."""
+    return plan.deletes is None and not plan.automated
+
+
+def await_console_stop(store: Store, plan: DownPlan) -> str:
+    """`down --yes` where rgt cannot stop the meter: nothing is stopped, so the box stays up
+    (and billing), recorded as waiting for the user's console step; returns that step."""
+    stop = plan.profile.meter_stop
+    how = stop.how or stop.name
+    box = store.box(plan.box.name)
+    store.update_box(box.name, extra={**box.extra, "awaiting_console": {
+        "since": box.extra.get("awaiting_console", {}).get("since") or time.time(),
+        "how": how}})
+    store.record("down-awaiting", {"how": how}, box=box.name)
+    return how
+
+
+def stopped_by(kind: str) -> str:
+    """Who stopped the meter, by the journal's kind: rgt itself (an API, a scheduler, this
+    machine's directories) or the user's typed word that they did it in the console."""
+    return "rgt" if kind in ("local", "release") else "your word"
+
+
 def _execute_down(store: Store, plan: DownPlan, teardown: TeardownRecord) -> str:
     """Stop the meter (the platform's `release`), remove a local box's dirs, or record the
     user's console step (no API): each recorded step not yet done, marked as it completes; then
@@ -340,9 +365,11 @@ def _execute_down(store: Store, plan: DownPlan, teardown: TeardownRecord) -> str
     outcome = down_journal.outcome(teardown, box.durable_dir)
     # a platform that looked (e.g. Lambda: no filesystem attached) may honestly say "nothing"
     still_billing = box.extra.get("still_billing", teardown.plan["still_billing"])
+    extra = {k: v for k, v in box.extra.items() if k != "awaiting_console"}
     with store.batch():
         store.update_box(box.name, state="down", down_at=time.time(),
-                         extra={**box.extra, "still_billing": still_billing})
+                         extra={**extra, "still_billing": still_billing,
+                                "stopped_by": stopped_by(teardown.plan["kind"])})
         store.add_evidence("teardown-confirmed", box.name, True,
                            {"verb": plan.profile.meter_stop.name,
                             "discarded_results": teardown.plan["discarded"],

@@ -122,6 +122,6 @@ def outcome(teardown: TeardownRecord, durable_dir: str) -> str:
         return teardown.done.get("release", "released")
     how = plan.get("stop_how") or plan.get("meter_stop")
     if kind == "unreachable":
-        return (f"marked down without reaching it ({plan.get('unreachable')}); make sure the "
-                f"console shows it gone: {how}")
-    return f"you confirmed the console step: {how}"
+        return (f"by your word, without reaching it ({plan.get('unreachable')}); make sure "
+                f"the console shows it gone: {how}")
+    return f"by your word: you typed that you did the console step ({how})"
