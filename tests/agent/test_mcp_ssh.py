@@ -1,6 +1,7 @@
 """An agent drives a box reached over SSH (a real sshd on 127.0.0.1, profile generic-ssh):
 up carries the platform's clocks and what bills after teardown, and the approved `down` tells
-the human what rgt cannot do there itself (no API: the console's own teardown)."""
+the agent that rgt cannot stop this meter (no API): the box stays up, waiting for the user's
+console step and their typed word."""
 
 from __future__ import annotations
 
@@ -39,8 +40,9 @@ def test_agent_over_ssh_up_run_watch_pull_and_the_human_down(agent, sshd_server,
     code = asked["ask_the_user_to_run"].removeprefix("rgt approve ")
     assert approve_at_terminal(agent.home, code, "gpu")[0] == 0
     done = agent("down", box="gpu", approval_code=code)
-    assert done["ok"], done
+    assert done["down"] is False and "console" in done["waiting_for_the_user"], done
     assert "do this in the console" in done["box_text"]["text"]
     assert (tmp_path / "box-data").is_dir(), "rgt has no API here: it deletes nothing"
     boxes = json.loads(agent.raw("ls"))["result"]["boxes"]
-    assert [b["state"] for b in boxes if b["name"] == "gpu"] in (["down"], [])
+    [gpu] = [b for b in boxes if b["name"] == "gpu"]
+    assert gpu["state"] == "up" and gpu["waiting_for_you"], "up and billing until the console"

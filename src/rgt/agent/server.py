@@ -386,6 +386,9 @@ async def ckpt_verify(path: str) -> str:
 
 # ----------------------------------------------------------------------------- the human's
 
+WAITING_FOR_THE_USER = 4  # `rgt down --yes` where only the user can stop the meter
+
+
 @_tool(GATED)
 async def down(box: str, ctx: Context, discard_results: bool = False,
                approval_code: str | None = None) -> str:
@@ -415,7 +418,13 @@ async def down(box: str, ctx: Context, discard_results: bool = False,
     except UserError as err:
         return _refused(str(err))
     argv, stdin = gates.down_argv(box, discard_results)
-    return answer(await _verb(ctx, *argv, stdin=stdin, timeout_s=LONG_S), approved=True)
+    outcome = await _verb(ctx, *argv, stdin=stdin, timeout_s=LONG_S)
+    if outcome.exit_code == WAITING_FOR_THE_USER:  # only the user can stop this meter
+        return answer(outcome, approved=True, down=False, waiting_for_the_user=(
+            f"rgt cannot stop {box}'s meter: the user stops it in the platform's console, "
+            f"then types its name in `rgt down {box}` in their own terminal; until then it "
+            "bills and `rgt ls` shows it waiting for them"))
+    return answer(outcome, approved=True)
 
 
 @_tool(GATED)
