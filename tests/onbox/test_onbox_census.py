@@ -10,9 +10,14 @@ import signal
 import subprocess
 import sys
 
+import pytest
 from onbox_helpers import feed, read_state, shipped, wait_for, wait_log, wait_status
 
+from rgt.errors import UserError
 from rgt.onbox import _common, probe
+from rgt.remote.layout import Layout
+from rgt.remote.runner import wait_for_state
+from rgt.transport.local import LocalTransport
 
 # The job starts a grandchild in a session of its own (as torchrun does with its workers), then
 # waits: the grandchild is in neither the job's process group nor its session.
@@ -106,6 +111,14 @@ def test_no_second_run_of_a_job_while_any_process_of_another_lives(make_run, lau
         reason = start_refused(second)
         assert "another run of this job is live" in reason and str(first) in reason
         assert str(home) in reason and not (home / ".rgt-job.lock").exists()  # beside, not in
+        # what `rgt run` waits on: the refusal's reason at once, not a timeout's runner.out tail
+        (second / "runner.out").write_text(json.dumps({"refused": True, "reason": reason}))
+        with pytest.raises(UserError) as refused:
+            wait_for_state(LocalTransport(), Layout(str(second), str(tmp_path), str(home)),
+                           timeout=20)
+        assert str(refused.value).startswith("the box's runner refused to start the job: "
+                                             "another run of this job is live")
+        (second / "runner.out").unlink()
 
         os.kill(proc.pid, signal.SIGKILL)  # its lock goes with it; its escaped child does not
         proc.wait(timeout=10)

@@ -63,10 +63,16 @@ def start_detached(transport: Transport, profile: Profile, layout: Layout) -> st
 def wait_for_state(transport: Transport, layout: Layout, timeout: float = 30) -> dict:
     """The runner writes state.json within a moment of starting; not seeing it is a failure."""
     path = shlex.quote(f"{layout.run_dir}/state.json")
+    out = shlex.quote(f"{layout.run_dir}/runner.out")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        result = transport.run(f"cat {path} 2>/dev/null", check=False, timeout=30,
-                               limit=MAX_ANSWER)
+        # the state, or the runner's one-line refusal (another launch of the job lives)
+        result = transport.run(f"cat {path} 2>/dev/null || {{ tail -c 4000 {out} 2>/dev/null "
+                               "| grep '\"refused\": true' | tail -n 1 | sed 's/^/REFUSED /'"
+                               "; false; }", check=False, timeout=30, limit=MAX_ANSWER)
+        if result.stdout.startswith("REFUSED "):
+            raise UserError(f"the box's runner refused to start the job: "
+                            f"{refusal_reason(result.stdout[len('REFUSED '):])}")
         if result.truncated or result.ok and result.stdout.strip():
             try:
                 return checked(box_json(result.stdout, "the run's state.json",
@@ -81,3 +87,13 @@ def wait_for_state(transport: Transport, layout: Layout, timeout: float = 30) ->
                         "tail -c 2000", check=False, limit=2000)
     raise UserError(f"the runner did not start on the box within {timeout:.0f} s: "
                     f"{out.stdout.strip() or 'no output'}")
+
+
+def refusal_reason(line: str) -> str:
+    """The reason in the runner's refusal line ({"refused": true, "reason": ...}), as text that
+    can be shown (box text: sanitised by the caller's escape)."""
+    try:
+        reason = json.loads(line).get("reason")
+    except (ValueError, AttributeError):
+        reason = None
+    return str(reason)[:500] if reason else line.strip()[:500]
