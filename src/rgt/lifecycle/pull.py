@@ -45,6 +45,7 @@ from rgt.ckpt import formats, newest
 from rgt.errors import UserError
 from rgt.lifecycle import interrupt
 from rgt.lifecycle.pushlist import RESULTS_DIR, run_workdirs
+from rgt.lifecycle.room import BIG_FILE, FIRST_PASS_RULES, Room, check_room, gave_up
 from rgt.lifecycle.untrusted import (
     Entry,
     Manifest,
@@ -254,14 +255,15 @@ class CheckpointPlan:
     def left(self) -> list[str]:
         return [] if self.keep is None else self.newest_first[self.keep:]
 
-    def excludes(self) -> list[str]:
-        """rsync-style patterns, anchored at the home, for every checkpoint left on the box."""
+    def excludes(self, keys: list[str] | None = None) -> list[str]:
+        """rsync-style patterns, anchored at the home, for every checkpoint left on the box
+        (or for the units KEYS)."""
         out = []
-        for key in self.left:
+        for key in self.left if keys is None else keys:
             unit = self.units[key]
             names = [key] if unit.is_dir else unit.files
             for name in names:
-                literal = "/" + re.sub(r"([*?\[\\])", r"\\\1", name)
+                literal = anchored(name)
                 # a directory, and what lies under it (for transports that list files flat)
                 out += [literal + "/", literal + "/**"] if unit.is_dir else [literal]
         return out
@@ -275,6 +277,11 @@ class CheckpointPlan:
                 "bytes": sum(self.units[k].bytes for k in left), "newest": left[0],
                 "steps": [min(steps), max(steps)],
                 "names": [shown(k) for k in left[:NAMES_KEPT]]}  # box names, made printable
+
+
+def anchored(name: str) -> str:
+    """An exclude pattern matching exactly NAME (a path in the tree fetched) and no other."""
+    return "/" + re.sub(r"([*?\[\\])", r"\\\1", name)
 
 
 NAMES_KEPT = 200  # checkpoints left on the box named in the evidence (`rgt down` lists them)
@@ -445,19 +452,27 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
             held = sum(1 for _ in read_manifest(listed.source, listed.prefix))
             if held or declared:
                 plan = CheckpointPlan.of(listed, checkpoints)
-        # the platform brings the files; what arrived is checked here, not by it
-        stats = platform.fetch(_Leaving(transport, [f"/{box_record}"]) if box_record
-                               else transport, box, run, source, local, progress=progress)
+        # room first: every byte it will write, counted from the manifests before the first
+        room, first = room_of(local, evidence, sources, is_box_record, plan,
+                              listed if plan is not None else None)
+        check_room(room, run.id)
+
+        def fetch(via, remote: str, into: Path) -> TransferStats:
+            """The platform brings the files (what arrived is checked here, not by it); a
+            pull that gives up leaves no partial behind and says what arrived."""
+            try:
+                return platform.fetch(via, box, run, remote, into, progress=progress)
+            except Exception as exc:  # noqa: BLE001  (Ctrl-C keeps its partials: resumable)
+                raise gave_up(room, run.id, box.name, exc) from None
+
+        stats = fetch(_Leaving(transport, [f"/{box_record}"]) if box_record else transport,
+                      source, local)
+        if first is not None:  # the newest checkpoint before older ones and big strays
+            stats = _added(stats, fetch(_Leaving(transport, first), home, local / "ckpt"))
         while True:
             if plan is not None:
-                leaving = _Leaving(transport, plan.excludes())
-                more = platform.fetch(leaving, box, run, home, local / "ckpt",
-                                      progress=progress)
-                stats = TransferStats(stats.bytes_sent + more.bytes_sent,
-                                      stats.bytes_received + more.bytes_received,
-                                      stats.files + more.files, stats.seconds + more.seconds,
-                                      stats.attempts + more.attempts,
-                                      streams=max(stats.streams, more.streams))
+                more = fetch(_Leaving(transport, plan.excludes()), home, local / "ckpt")
+                stats = _added(stats, more)
             # whatever the engine did, no symlink leading out of the pull survives it, and
             # this runs before rgt writes anything (the logs) into the tree
             swept = sweep_links(local)
@@ -532,6 +547,52 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
                           "dest": str(local), "source": report["source"]},
                  box=box.name, run=run.id)
     return report
+
+
+def _added(a: TransferStats, b: TransferStats) -> TransferStats:
+    return TransferStats(a.bytes_sent + b.bytes_sent, a.bytes_received + b.bytes_received,
+                         a.files + b.files, a.seconds + b.seconds, a.attempts + b.attempts,
+                         streams=max(a.streams, b.streams))
+
+
+def room_of(local: Path, evidence: Path, sources: list[Manifest],
+            is_box_record: Callable[[Entry], bool], plan: CheckpointPlan | None,
+            listed: Manifest | None) -> tuple[Room, list[str] | None]:
+    """What the pull will write, in the order it fetches it (`rgt.lifecycle.room`), and the
+    excludes of the checkpoint home's first pass (None: one pass brings it all in order):
+    the declared outputs, the newest checkpoint with the home's small files, then older
+    checkpoints and the home's big files that are no checkpoint."""
+    room = Room(local, evidence)
+    for label in ("outputs", "newest checkpoint", "checkpoint home's other files",
+                  "older checkpoints", "big files in the checkpoint home"):
+        room.part(label)
+    for manifest in sources:
+        for entry in read_manifest(manifest.source, manifest.prefix):
+            if not is_box_record(entry):
+                room.count("outputs", entry)
+    if plan is None or listed is None:
+        return room, None
+    room.kept = plan.kept
+    left, later = set(plan.left), plan.kept[1:]
+    big: list[str] = []
+    for entry in read_manifest(listed.source, listed.prefix):
+        rel = entry.path.removeprefix(listed.prefix)
+        found = checkpoint_unit(rel)
+        if found is not None and found[0] in left:
+            continue
+        if found is not None:
+            newest_one = found[0] == plan.kept[0]
+            room.count("newest checkpoint" if newest_one else "older checkpoints", entry,
+                       unit=found[0])
+        elif entry.link is None and entry.bytes >= BIG_FILE:
+            room.count("big files in the checkpoint home", entry)
+            big.append(anchored(rel))
+        else:
+            room.count("checkpoint home's other files", entry)
+    if not later and not big:
+        return room, None
+    first = plan.excludes() + plan.excludes(later) + big
+    return room, first if len(first) <= FIRST_PASS_RULES else None
 
 
 def _is_dir(transport, path: str) -> bool:

@@ -89,6 +89,7 @@ class Entry:
     sha256: str = ""
     link: str | None = None  # a symlink on the box: its target; it is not a file to hash
     mtime: float | None = None  # when the box says it was written: orders checkpoints only
+    disk: int | None = None  # what a sparse file takes on the box's disk: a claim, for room
 
 
 @dataclass
@@ -178,7 +179,9 @@ class Manifest:
             return None
         mtime = record.get("mtime")  # a claim that only orders checkpoints; bad ones unknown
         good = type(mtime) in (int, float) and math.isfinite(mtime)
-        return Entry(path, size, digest, mtime=mtime if good else None)
+        disk = record.get("disk")  # said only of a sparse file; a lie only costs ENOSPC
+        return Entry(path, size, digest, mtime=mtime if good else None,
+                     disk=disk if type(disk) is int and 0 <= disk <= size else None)
 
     def _trailer(self, record: dict) -> None:
         missing = record.get("missing")

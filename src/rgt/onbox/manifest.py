@@ -78,12 +78,16 @@ def records(root: str, patterns, exclude=()):
             yield {"path": rel, "link": os.readlink(path)}
             continue
         try:  # when it was written: the laptop orders checkpoints by it (rgt.ckpt.newest)
-            mtime = round(os.stat(path).st_mtime, 3)
+            st = os.stat(path)
+            mtime, disk = round(st.st_mtime, 3), getattr(st, "st_blocks", -1) * 512
         except OSError:
-            mtime = None
+            mtime, disk = None, -1
         size, digest = sha256_file(path)
         count, total = count + 1, total + size
-        yield {"path": rel, "bytes": size, "sha256": digest, "mtime": mtime}
+        record = {"path": rel, "bytes": size, "sha256": digest, "mtime": mtime}
+        if 0 <= disk < size:  # sparse: a pull writes its holes as holes (rgt.onbox.xfer)
+            record["disk"] = disk
+        yield record
     yield {"end": True, "count": count, "total_bytes": total, "missing": missing,
            "seconds": round(time.time() - started, 3)}
 

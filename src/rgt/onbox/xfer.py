@@ -33,6 +33,11 @@ while it was read is reported (``changed``), never half-sent as whole; the lapto
 again and retries. Text-like files (by name: logs, JSON, code) travel zlib-compressed where a
 chunk shrinks; checkpoints and archives never do.
 
+Sparse files stay sparse (issue 28: a 5 GB file of holes on the box once filled a laptop's
+disk): a chunk of zeros travels as one small compressed frame whatever the file's name, and
+the receiver leaves a hole instead of writing zeros where its file already reads as zeros
+(past its end, or a hole), so a file of holes costs neither link nor disk.
+
 The receiver trusts nothing it is sent (on a pull the sender is the box): every name is
 checked (relative, no ``..``, ``.`` or empty part, no NUL); no symlink on the way to a file is
 followed (one standing where a directory belongs is replaced, as rsync does); a symlink is
@@ -73,6 +78,7 @@ MAX_JSON = 256 << 20  # a LIST of a million files is ~100 MB; more is a broken o
 FAR_IDLE_S = 120.0  # the far side gives up on a peer that has not moved for this long
 KEEPALIVE_S = 5.0  # a side busy scanning a big tree says so this often (both sides' idle clocks)
 
+_ZEROS = bytes(CHUNK)  # compared against (memcmp through bytes.startswith), never written
 _HEADER = struct.Struct(">cI")  # kind, payload length
 # Errors after which no other file can be written either: stop instead of trying them all.
 _FATAL = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
@@ -441,8 +447,9 @@ def send_piece(link: Link, root: str, entry, k: int, offset: int, buf, *,
                 break
             chunk = view[:n]
             digest.update(chunk)
-            packed = zlib.compress(chunk, 1) if z else None
-            if packed is not None and len(packed) < n * 0.9:
+            zeros = _ZEROS.startswith(chunk)  # a hole: ~1 KB on the link, not 1 MiB
+            packed = _packed_zeros(n) if zeros else zlib.compress(chunk, 1) if z else None
+            if packed is not None and (zeros or len(packed) < n * 0.9):
                 link.send(b"Z", packed)
             else:
                 z = z and packed is not None and len(packed) < n  # stop trying on noise
@@ -462,6 +469,29 @@ def send_piece(link: Link, root: str, entry, k: int, offset: int, buf, *,
     end_note = {"bad": why} if why else {"h": digest.hexdigest()}
     link.send(b"E", json.dumps(end_note).encode())
     return why
+
+
+_PACKED_ZEROS = {}  # length -> its zlib frame: a sparse file's chunks are all CHUNK long
+
+
+def _packed_zeros(n: int) -> bytes:
+    packed = _PACKED_ZEROS.get(n)
+    if packed is None:
+        packed = zlib.compress(_ZEROS[:n], 9)  # once: 1 KB a MiB
+        if len(_PACKED_ZEROS) < 8:
+            _PACKED_ZEROS[n] = packed
+    return packed
+
+
+def _reads_as_zeros(fd: int, data, pos: int, seen_size: int) -> bool:
+    """Whether writing DATA at POS can be skipped, leaving a hole: DATA is all zeros
+    and the file already reads as zeros there (past its end as it was when opened, where
+    only this piece writes, or an earlier hole). An earlier attempt's bytes are overwritten."""
+    if not _ZEROS.startswith(data):
+        return False
+    if pos >= seen_size:
+        return True
+    return _ZEROS.startswith(os.pread(fd, len(data), pos))
 
 
 def _pread_into(fd: int, view, pos: int) -> int:
@@ -715,7 +745,7 @@ class Receiver:
         start, end = bounds(size, k)
         if not 0 <= offset <= end - start:
             raise XferError("protocol", f"{rel}: range {k} has no offset {offset}")
-        failed, fd, partial = "", -1, ""
+        failed, fd, partial, seen_size = "", -1, "", 0
         digest = hashlib.sha256()
         view = memoryview(buf)
         if not self.tree.parent_ok(rel):
@@ -725,12 +755,14 @@ class Receiver:
                 partial = self.tree.partial(rel, partial_name(rel, size, mtime_ns))
                 flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
                 fd = os.open(partial, flags, 0o600)
+                seen_size = os.fstat(fd).st_size
                 if offset and not _hash_range(fd, digest, start, start + offset, view):
                     failed = "what an earlier attempt left of it is gone"
             except OSError as exc:
                 _fatal(exc, f"cannot write {rel}")
                 failed = exc.strerror or str(exc)
         pos = start + offset
+        hole_at_end = False  # the last chunk was left a hole: the file may end before POS
         try:
             while True:
                 try:
@@ -747,6 +779,8 @@ class Receiver:
                         data = _inflate(link._exact(n), view, rel)
                 except EOFError:
                     if not failed and pos > start:
+                        if hole_at_end:  # a recorded prefix must read back whole
+                            _quietly(os.pwrite, fd, b"\0", pos - 1)
                         _quietly(_record_range, partial, k, digest.hexdigest(), pos - start,
                                  whole=False)
                     raise
@@ -754,7 +788,9 @@ class Receiver:
                     raise XferError("protocol", f"{rel}: more data than range {k} holds")
                 if not failed:
                     try:
-                        _pwrite_all(fd, data, pos)
+                        hole_at_end = _reads_as_zeros(fd, data, pos, seen_size)
+                        if not hole_at_end:
+                            _pwrite_all(fd, data, pos)
                     except OSError as exc:
                         _fatal(exc, f"cannot write {rel}")
                         failed = exc.strerror or str(exc)
@@ -781,6 +817,8 @@ class Receiver:
                     os.replace(partial, self.tree.path(rel))
                     _quietly(os.unlink, _ranges_path(partial))
                 else:
+                    if hole_at_end:  # a zero byte, not ftruncate: that could cut a later
+                        os.pwrite(fd, b"\0", end - 1)  # range another session wrote
                     _record_range(partial, k, note["h"], end - start)
             except OSError as exc:
                 _fatal(exc, f"cannot write {rel}")
