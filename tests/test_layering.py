@@ -1,5 +1,5 @@
-"""Folder dependencies go one way: cli → lifecycle → platforms → (remote, transport, onbox,
-store, profiles, spec, ckpt). Read from the source with `ast`, lazy imports inside functions
+"""Folder dependencies go one way: cli → agent (the MCP server, which the CLI starts) →
+lifecycle → platforms → (remote, transport, onbox, store, profiles, spec, ckpt). Read from the source with `ast`, lazy imports inside functions
 included: a lazy import against the direction is still a cycle, only a hidden one."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ SRC = Path(rgt.__file__).parent
 
 # Each unit, and the units it may never import. Units not listed (errors, hostos, examples,
 # __main__, __init__) sit outside the chain.
-LAYERS = ["cli", "lifecycle", "platforms", "remote"]
+LAYERS = ["cli", "agent", "lifecycle", "platforms", "remote"]
 BELOW = {"transport", "onbox", "store", "profiles", "spec", "ckpt"}
 
 
 def forbidden(unit: str) -> set[str]:
-    """What `unit` must not import: every layer above it (and, for the units below, all four)."""
+    """What `unit` must not import: every layer above it (and, for the units below, all of
+    them)."""
     if unit in LAYERS:
         return set(LAYERS[: LAYERS.index(unit)])
     if unit in BELOW:
