@@ -388,6 +388,9 @@ def read_back(path: str, size: int):
     return len(data), hashlib.sha256(data).hexdigest()
 
 
+_ZERO_BLOCK = bytes(HASH_BUF_SIZE)  # compared with, never written: holes stay holes
+
+
 class BatchCopier:
     """Copy files into ROOT durably and verified, many at a time.
 
@@ -438,10 +441,15 @@ class BatchCopier:
                     if not block:
                         break
                     h.update(block)
+                    size += len(block)
+                    if len(block) >= 4096 and _ZERO_BLOCK.startswith(block):
+                        os.lseek(fout, len(block), os.SEEK_CUR)  # a hole stays a hole
+                        continue  # (issue 28: a sparse 5 GB output was copied dense)
                     view = memoryview(block)
                     while view:
                         view = view[os.write(fout, view):]
-                    size += len(block)
+                if os.lseek(fout, 0, os.SEEK_CUR) != os.fstat(fout).st_size:
+                    os.ftruncate(fout, size)  # it ended in a hole
                 with contextlib.suppress(OSError, NotImplementedError):
                     os.utime(fout if UTIME_FD else tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
             finally:
