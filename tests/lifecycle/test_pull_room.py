@@ -12,7 +12,12 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import pytest
 from boxkit import write_job
+
+from rgt.errors import UserError
+from rgt.lifecycle.room import Room, check_room
+from rgt.lifecycle.untrusted import Entry
 
 MiB = 1 << 20
 
@@ -114,3 +119,19 @@ def test_a_box_that_lies_about_sizes_runs_out_mid_pull_and_leaves_no_partial(
     assert (dest / "out" / "result.bin").stat().st_size == 8 * MiB, "declared outputs came first"
     assert not partials(dest) and used(disk) < 10 * MiB, "the partial was left behind"
     assert not list((cli.home / "evidence").glob("*/*/PULL_VERIFIED.json"))
+
+
+def test_the_evidence_disk_is_checked_too_and_a_sparse_file_costs_its_blocks(tmp_path, tmpfs):
+    # the room check itself, on a real disk for the results and a 1 MiB tmpfs as RGT_HOME's
+    local, evidence = tmp_path / "dest", tmpfs("size=1m")
+    local.mkdir()
+    room = Room(local, evidence)
+    room.count("outputs", Entry("sparse.bin", 5 << 30, "0" * 64, disk=0))
+    room.count("outputs", Entry("result.bin", 30 * MiB, "0" * 64))
+    assert 30 * MiB < room.need < 32 * MiB, room.need
+    with pytest.raises(UserError) as refused:
+        check_room(room, "r1")
+    said = str(refused.value)
+    assert f"of evidence into {evidence}" in said, said
+    assert f"free space on the disk of {evidence} (RGT_HOME" in said, said
+    assert "fits" in said and "\n" not in said, said

@@ -180,10 +180,11 @@ def check_room(room: Room, run_id: str) -> None:
         if short_evidence:
             said.append(f"and {human(evidence_need)} of evidence into {room.evidence}, whose "
                         f"disk has {human(evidence_free)} free")
-    todo = "free space there" if not short_dest or shared else \
-        "free space there or give --dest a directory on a disk with room"
-    if short_dest and shared:
-        todo = "free space there or give --dest a directory on another disk with room"
+    if short_dest:
+        todo = (f"free space on the disk of {room.local} or give --dest a directory on "
+                f"{'another disk' if shared else 'a disk with room'}")
+    else:  # only rgt's own record lacks room: a --dest elsewhere would not help
+        todo = f"free space on the disk of {room.evidence} (RGT_HOME, rgt's record)"
     fewer = _fewer(room, free - (evidence_need if shared else 0) + credit)
     if fewer is not None and short_dest:
         todo += f", or bring fewer checkpoints: --checkpoints {fewer[0]} needs {human(fewer[1])}"
