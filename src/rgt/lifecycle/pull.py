@@ -22,6 +22,11 @@ pull then brings the next older one too, and says so. One without a step in its 
 recorded with the evidence, and `rgt down` names it among what the teardown destroys. A run
 whose home a later `rgt run --fresh` moved aside is pulled from where it went
 (`ckpt_aside`, recorded by `rgt.lifecycle.launch.prepare_home`).
+
+Room first (`rgt.lifecycle.room`): before the first byte, what the manifests say the pull
+writes is checked against the free space of the destination and of the evidence directory;
+declared outputs come first, then the newest checkpoint, then the rest; a pull that gives up
+removes the engine's partial files and says what arrived.
 """
 
 from __future__ import annotations
