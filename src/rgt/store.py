@@ -452,6 +452,15 @@ class Store:
                         (json.dumps(teardown.done), teardown.id))
         self._changed()
 
+    def void_teardown(self, teardown: TeardownRecord, why: str) -> None:
+        """Close a teardown whose step refused before doing anything: the box stays as it was
+        and the next `down` judges it afresh instead of finishing this one."""
+        teardown.done["void"] = why
+        teardown.finished = time.time()
+        self.db.execute("UPDATE teardowns SET done=?, finished=? WHERE id=?",
+                        (json.dumps(teardown.done), teardown.finished, teardown.id))
+        self._changed()
+
     def finish_teardown(self, teardown: TeardownRecord) -> None:
         """Part of the batch that marks the box down: both or neither."""
         teardown.finished = time.time()

@@ -22,7 +22,7 @@ from rgt.errors import UserError
 from rgt.lifecycle import census, down_journal, interrupt
 from rgt.lifecycle.boxes import connect
 from rgt.lifecycle.watch import refresh
-from rgt.platforms import Teardown, platform_for
+from rgt.platforms import ReleaseRefused, Teardown, platform_for
 from rgt.profiles import Profile, load_profile
 from rgt.store import LIVE, TERMINAL, Box, Evidence, Run, Store, TeardownRecord, rgt_home
 
@@ -360,7 +360,12 @@ def _execute_down(store: Store, plan: DownPlan, teardown: TeardownRecord) -> str
     the box reads "down", with its evidence, in the transaction that ends the teardown. Runs
     only what `plan_down` cleared. Returns a summary."""
     for step in teardown.remaining:
-        store.teardown_step_done(teardown, step, _teardown_step(store, plan, step))
+        try:
+            what = _teardown_step(store, plan, step)
+        except ReleaseRefused as err:  # nothing was done: this teardown must not be resumed
+            store.void_teardown(teardown, str(err))
+            raise
+        store.teardown_step_done(teardown, step, what)
     box = store.box(plan.box.name)  # a release may have recorded what still bills
     outcome = down_journal.outcome(teardown, box.durable_dir)
     # a platform that looked (e.g. Lambda: no filesystem attached) may honestly say "nothing"

@@ -29,10 +29,18 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from rgt.platforms.base import Launched, Platform, Released, Request, Teardown, Unbuilt
+from rgt.platforms.base import (
+    Launched,
+    Platform,
+    Released,
+    ReleaseRefused,
+    Request,
+    Teardown,
+    Unbuilt,
+)
 from rgt.profiles import load_profile
 
-__all__ = ["REGISTRY", "Launched", "Platform", "Released", "Request", "Teardown",
+__all__ = ["REGISTRY", "Launched", "Platform", "ReleaseRefused", "Released", "Request", "Teardown",
            "platform_for"]
 
 # profile name → "module:Class", imported only when a box of that profile is used.

@@ -145,6 +145,11 @@ class Released:
     still_billing: list[str] = field(default_factory=list)
 
 
+class ReleaseRefused(UserError):
+    """`release` looked again and refused before doing anything (a run started meanwhile):
+    the teardown `down` recorded is void, and the next `down` judges the box afresh."""
+
+
 @dataclass
 class Teardown:
     """A platform's word on what `release` does to one box, for `rgt down`'s panel. A list left

@@ -45,6 +45,7 @@ from rgt.platforms.base import (
     Launched,
     Platform,
     Released,
+    ReleaseRefused,
     Request,
     Teardown,
     refuse_unsupported,
@@ -370,7 +371,7 @@ class ColabPlatform(Platform):
             if (drive_run / "state.json").exists():
                 touched = "its state.json reached Drive"
             if touched:
-                raise UserError(f"run {run.id} started after rgt looked ({touched}): nothing "
+                raise ReleaseRefused(f"run {run.id} started after rgt looked ({touched}): nothing "
                                 f"was done; `rgt down {box.name}` again judges it as a run "
                                 "with results")
         removed = []

@@ -161,9 +161,11 @@ class DoorTransport:
         answer = self._call("POST", "run", body=body, timeout=timeout + 30).json()
         out = base64.b64decode(answer.get("stdout") or "")
         if limit is not None and len(out) > limit:  # (the door's answer is already here)
-            return Result(-1, out[:limit].decode(errors="replace"), "", truncated=True)
+            return Result(-1, out[:limit].decode(errors="replace"), "", truncated=True,
+                          data=out[:limit])
         result = Result(int(answer.get("rc", 1)), out.decode(errors="replace"),
-                        base64.b64decode(answer.get("stderr") or "").decode(errors="replace"))
+                        base64.b64decode(answer.get("stderr") or "").decode(errors="replace"),
+                        data=out if limit is not None else b"")
         if check and not result.ok:
             raise TransportError.command_failed(f"the PVC of {self.box}", command, result.rc,
                                                 result.stderr)
