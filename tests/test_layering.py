@@ -1,6 +1,7 @@
 """Folder dependencies go one way: cli → agent (the MCP server, which the CLI starts) →
-lifecycle → platforms → (remote, transport, onbox, store, profiles, spec, ckpt). Read from the source with `ast`, lazy imports inside functions
-included: a lazy import against the direction is still a cycle, only a hidden one."""
+lifecycle → platforms → (remote, transport, onbox, store, profiles, spec, ckpt). Read from the
+source with `ast`, lazy imports inside functions included: a lazy import against the direction
+is still a cycle, only a hidden one."""
 
 from __future__ import annotations
 
