@@ -69,6 +69,15 @@ def print_registered(box, profile, first: bool, then: str = "") -> None:
 JSON_SCHEMA = 1  # bumped only when a field changes meaning or goes away; new fields may appear
 
 
+def print_checkpoints(report: dict[str, Any]) -> None:
+    """One line per checkpoint a pull (or `rgt verify`) checked: its kind, step and what was
+    checked, ✓ when it loads, ! when it does not."""
+    for unit in report.get("checkpoints") or []:
+        mark = "[green]✓[/]" if unit["ok"] else "[yellow]![/]"
+        console.print(f"{mark} {escape(unit['path'])}: {unit['kind']} step {unit['step']} "
+                      f"(checked: {', '.join(unit['checked']) or 'nothing'})")
+
+
 def print_json(verb: str, **payload: Any) -> None:
     """One `--json` document: {"schema": 1, "verb": VERB, <noun>: ...} on stdout (README:
     "JSON output"). Plain print: Rich would wrap long lines and break the JSON for a pipe."""

@@ -20,6 +20,7 @@ from rgt.cli.console import (
     duration,
     err_console,
     escape,
+    print_checkpoints,
     print_json,
     print_registered,
     safe_text,
@@ -471,10 +472,7 @@ def pull(name: BoxArg, run_id: RunArg = None,
         print_json("pull", box=name, pull=report)
         raise typer.Exit(0 if report["ok"] else 1)
     where = report["dest"]
-    for unit in report.get("checkpoints") or []:
-        mark = "[green]✓[/]" if unit["ok"] else "[yellow]![/]"
-        console.print(f"{mark} {escape(unit['path'])}: {unit['kind']} step {unit['step']} "
-                      f"(checked: {', '.join(unit['checked']) or 'nothing'})")
+    print_checkpoints(report)
     for note in report.get("notes") or []:
         console.print(f"[dim]note:[/] {escape(note)}")
     for warning in report.get("warnings") or []:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from rgt.cli import app
-from rgt.cli.console import console, err_console, escape, print_json
+from rgt.cli.console import console, err_console, escape, print_checkpoints, print_json
 
 
 @app.command("verify")
@@ -30,10 +30,7 @@ def verify(
     if as_json:
         print_json("verify", box=report["box"], verify=report)
         raise typer.Exit(0 if report["ok"] else 1)
-    for unit in report.get("checkpoints") or []:
-        mark = "[green]✓[/]" if unit["ok"] else "[yellow]![/]"
-        console.print(f"{mark} {escape(unit['path'])}: {unit['kind']} step {unit['step']} "
-                      f"(checked: {', '.join(unit['checked']) or 'nothing'})")
+    print_checkpoints(report)
     for warning in report.get("warnings") or []:
         err_console.print(f"[yellow]warning:[/] {escape(warning)}")
     if report["ok"]:
