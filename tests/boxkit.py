@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -69,3 +70,29 @@ def up_ssh(cli, sshd, tmp_path, name="gpu", *extra):
     return cli("up", name, "--profile", "generic-ssh", "--ssh", ssh,
                "--data-dir", str(tmp_path / "box-data"),
                "--durable-dir", str(tmp_path / "box-durable"), "--rate", "1.5", *extra)
+
+
+def live_runs(root: Path) -> dict[str, list[int]]:
+    """RUN_DIR name -> pids of every live runner or job process of a run under ROOT (the job
+    carries RGT_RUN_DIR in its environment; the runner names RUN_DIR on its command line)."""
+    found: dict[str, list[int]] = {}
+    prefix = f"{root}/"
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+            if stat[stat.rindex(b")") + 2:][:1] in (b"Z", b"X"):
+                continue
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        dirs = [v[len(b"RGT_RUN_DIR="):] for v in environ if v.startswith(b"RGT_RUN_DIR=")]
+        if any(a.endswith(b"runner.py") for a in argv) and len(argv) > 2:
+            dirs.append(argv[-2] if argv[-1] == b"" else argv[-1])
+        for d in dirs:
+            text = os.fsdecode(d)
+            if text.startswith(prefix):
+                found.setdefault(text[len(prefix):].split("/")[0], []).append(int(entry))
+    return found

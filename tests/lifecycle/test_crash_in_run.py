@@ -19,36 +19,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from boxkit import write_job
+from boxkit import live_runs, write_job
 
 TRIALS = int(os.environ.get("RGT_KILL_TRIALS", "8"))
 SEED = int(os.environ.get("RGT_KILL_SEED", "27"))
-
-
-def live_runs(root: Path) -> dict[str, list[int]]:
-    """RUN_DIR name -> pids of every live runner or job process of a run under ROOT (the job
-    carries RGT_RUN_DIR in its environment; the runner names RUN_DIR on its command line)."""
-    found: dict[str, list[int]] = {}
-    prefix = f"{root}/"
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_bytes()
-            if stat[stat.rindex(b")") + 2:][:1] in (b"Z", b"X"):
-                continue
-            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        dirs = [v[len(b"RGT_RUN_DIR="):] for v in environ if v.startswith(b"RGT_RUN_DIR=")]
-        if any(a.endswith(b"runner.py") for a in argv) and len(argv) > 2:
-            dirs.append(argv[-2] if argv[-1] == b"" else argv[-1])
-        for d in dirs:
-            text = os.fsdecode(d)
-            if text.startswith(prefix):
-                found.setdefault(text[len(prefix):].split("/")[0], []).append(int(entry))
-    return found
 
 
 def recorded(home: Path) -> dict[str, str]:
