@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from boxkit import Rgt, wait_for, write_job
 
-TRIALS = 24
+# the suite runs 12; RGT_KILL_TRIALS=24 is the run issue 27's closing note reports
+TRIALS = int(os.environ.get("RGT_KILL_TRIALS", "12"))
 JUNK = 12_000  # small files in the box's scratch: its delete takes a moment a kill can land in
 
 
