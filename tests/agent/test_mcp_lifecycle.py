@@ -95,7 +95,7 @@ def test_without_the_sdk_rgt_mcp_says_how_to_get_it(tmp_path):
     done = subprocess.run([sys.executable, "-c", hidden], capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=60,
                           env=with_home(tmp_path))
-    assert done.returncode == 2 and "pip install 'rgt[mcp]'" in done.stderr, done.stderr
+    assert done.returncode == 2 and "pip install 'mcp>=2.3,<3'" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -20,16 +20,16 @@ from rgt.errors import UserError
 def mcp() -> None:
     """Serve rgt's verbs to a coding agent over MCP (stdio); destructive steps need `rgt approve`.
 
-    Add it to an MCP client as the command `rgt mcp`. Needs the `mcp` extra:
-    pip install 'rgt[mcp]'.
+    Add it to an MCP client as the command `rgt mcp`. Needs the `mcp` extra: in rgt's
+    checkout, pip install -e '.[mcp]'.
     """
     try:
         from rgt.agent.server import serve
     except ModuleNotFoundError as err:
         if not (err.name or "").startswith("mcp"):
             raise
-        raise UserError("rgt mcp needs the MCP SDK: pip install 'rgt[mcp]' (or "
-                        "pip install 'mcp>=2.3,<3')") from None
+        raise UserError("rgt mcp needs the MCP SDK: pip install 'mcp>=2.3,<3' in rgt's "
+                        "environment (from rgt's checkout: pip install -e '.[mcp]')") from None
     serve()
 
 
