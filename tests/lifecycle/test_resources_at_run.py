@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 
 import pytest
@@ -69,3 +70,26 @@ def test_what_fits_is_shown_checked_and_the_override_is_recorded(cli, tmp_path, 
     db.close()
     assert json.loads(spec_json)["resources_check"]["skipped"] is True
     cli.ok("cancel", "box", run_id, "--yes", "--grace", "1")
+
+
+def test_memory_is_measured_where_there_is_no_proc_meminfo(tmp_path, monkeypatch):
+    """A Mac (the `local` box of a Mac laptop) has no /proc/meminfo: the measurement falls back
+    to sysctl's hw.memsize. Played here by an awk for which /proc/meminfo is missing."""
+    from types import SimpleNamespace
+
+    from rgt.lifecycle import fit
+    from rgt.transport.local import LocalTransport
+
+    bin_dir = tmp_path / "mac-bin"
+    bin_dir.mkdir()
+    real_awk = shutil.which("awk")
+    (bin_dir / "awk").write_text(  # awk as on a Mac: /proc/meminfo is not there
+        '#!/bin/sh\ncase "$*" in */proc/meminfo*) echo "awk: cannot open file" >&2; exit 2;; '
+        f'esac\nexec {real_awk} "$@"\n')
+    (bin_dir / "sysctl").write_text('#!/bin/sh\n[ "$2" = hw.memsize ] && echo 17179869184\n')
+    for tool in ("awk", "sysctl"):
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    facts = fit.measure(LocalTransport(), SimpleNamespace(data_dir=str(tmp_path / "data")))
+    assert facts["mem_kb"] == 16 * 1024 * 1024, facts
+    assert facts["cpus"] >= 1 and facts["disk_free_kb"] > 0, facts
