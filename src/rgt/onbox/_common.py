@@ -155,12 +155,19 @@ def match_outputs(root: str, patterns, exclude=()):
     return found, missing
 
 
+def proc_read(pid, name: str):
+    """The bytes of /proc/PID/NAME; None when the process is gone or the file unreadable."""
+    try:
+        with open(f"/proc/{int(pid)}/{name}", "rb") as f:
+            return f.read()
+    except (OSError, ValueError):
+        return None
+
+
 def proc_stat_fields(pid):
     """Fields of /proc/PID/stat from field 3 (state) on; None if the process is gone."""
-    try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as f:
-            data = f.read()
-    except (OSError, ValueError):
+    data = proc_read(pid, "stat")
+    if data is None:
         return None
     return data[data.rindex(b")") + 2 :].split()
 
@@ -360,10 +367,8 @@ def process_table() -> dict:
     for name in names:
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                data = f.read()
-        except OSError:
+        data = proc_read(name, "stat")
+        if data is None:
             continue
         close = data.rindex(b")")
         fields = data[close + 2 :].split()
@@ -382,10 +387,8 @@ def process_table() -> dict:
 
 def proc_environ(pid):
     """The environment PID was started with, as {name: value}; None when it cannot be read."""
-    try:
-        with open(f"/proc/{int(pid)}/environ", "rb") as f:
-            data = f.read()
-    except (OSError, ValueError):
+    data = proc_read(pid, "environ")
+    if data is None:
         return None
     env = {}
     for item in data.split(b"\0"):
@@ -396,10 +399,8 @@ def proc_environ(pid):
 
 
 def proc_cmdline(pid) -> list:
-    try:
-        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
-            data = f.read()
-    except (OSError, ValueError):
+    data = proc_read(pid, "cmdline")
+    if data is None:
         return []
     return [a.decode("utf-8", "surrogateescape") for a in data.split(b"\0") if a]
 
