@@ -228,11 +228,14 @@ class CheckpointPlan:
 
     units: dict[str, _Unit]
     keep: int | None  # None: all
+    files: int = 0  # every entry of the home's manifest, checkpoint or not
 
     @classmethod
     def of(cls, manifest: Manifest, keep: int | None) -> CheckpointPlan:
         units: dict[str, _Unit] = {}
+        files = 0
         for entry in read_manifest(manifest.source, manifest.prefix):  # a pass of its own
+            files += 1
             found = checkpoint_unit(entry.path.removeprefix(manifest.prefix))
             if found is None:
                 continue
@@ -243,7 +246,7 @@ class CheckpointPlan:
             unit.mtimes.append(entry.mtime)
             if not is_dir:
                 unit.files.append(entry.path.removeprefix(manifest.prefix))
-        return cls(units, keep)
+        return cls(units, keep, files)
 
     @property
     def newest_first(self) -> list[str]:
@@ -454,9 +457,10 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
             # the job's checkpoint home, shared by the chain of attempts: fetched as ckpt/
             listed = manifest_of(transport, home, f"{layout.run_dir}/CKPT_MANIFEST.jsonl",
                                  ["."], fetched, prefix="ckpt/")
-            held = sum(1 for _ in read_manifest(listed.source, listed.prefix))
-            if held or declared:
-                plan = CheckpointPlan.of(listed, checkpoints)
+            plan = CheckpointPlan.of(listed, checkpoints)  # one pass counts the home too
+            held = plan.files
+            if not (held or declared):
+                plan = None
         # room first: every byte it will write, counted from the manifests before the first
         room, first = room_of(local, evidence, sources, is_box_record, plan,
                               listed if plan is not None else None)
