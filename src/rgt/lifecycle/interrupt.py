@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shlex
 import signal
 import threading
 from collections.abc import Callable, Iterator
 
 from rgt.errors import UserError
+from rgt.lifecycle import intent
 from rgt.store import Box
 
-CLEANUP_TIMEOUT_S = 30
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C'd command
 
 
@@ -76,22 +75,14 @@ def launch_interrupted(platform, box: Box, run_dir: str, run_id: str, *,
     submission, a removal that failed) the record stays "launching" for the next verb to
     settle (rgt.lifecycle.intent). Returns the exception to raise."""
     scheduled = hasattr(platform, "dependency_on")  # sbatch and friends: cannot ask by name
-    quoted = shlex.quote(run_dir)
     with shielded():
         try:
             transport = platform.connect(box)
             try:
-                found = transport.run(
-                    f"if [ -e {quoted}/state.json ]; then echo started; "
-                    f"elif [ -e {quoted} ]; then echo partial; else echo none; fi",
-                    check=False, timeout=CLEANUP_TIMEOUT_S).stdout.strip()
-                if found == "partial" and not scheduled:
-                    # twice: a transfer's far side that was mid-file may still land it
-                    removed = transport.run(f"rm -rf {quoted}; sleep 1; rm -rf {quoted}; "
-                                            f"[ ! -e {quoted} ]", check=False,
-                                            timeout=CLEANUP_TIMEOUT_S)
-                    if not removed.ok:
-                        found = "stuck"
+                found = intent.what_started(transport, run_dir)
+                if found == "partial" and not scheduled \
+                        and not intent.remove_run_dir(transport, run_dir):
+                    found = "stuck"
             finally:
                 transport.close()
         except UserError as err:
@@ -149,13 +140,11 @@ def up_interrupted(store, name: str, since: float) -> str:
 def remove_partial(platform, box: Box, run_dir: str) -> bool:
     """Best effort, after a push failed before the job started: remove RUN_DIR (made by this
     launch alone: the partial code copy and the secrets file). False when it could not."""
-    quoted = shlex.quote(run_dir)
     with shielded():
         try:
             transport = platform.connect(box)
             try:
-                return transport.run(f"rm -rf {quoted}; [ ! -e {quoted} ]", check=False,
-                                     timeout=CLEANUP_TIMEOUT_S).ok
+                return intent.remove_run_dir(transport, run_dir)
             finally:
                 transport.close()
         except UserError:
