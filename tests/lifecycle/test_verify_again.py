@@ -54,3 +54,14 @@ def test_verify_rechecks_a_pull_without_the_box(cli, tmp_path):
     gone = cli("verify", "box", run_id)
     assert gone.returncode == 2 and f"is gone from {dest}" in gone.stderr
     assert "Traceback" not in gone.stderr + lost.stderr + changed.stderr
+
+    dest.mkdir()  # (the evidence is read before the pulled files)
+    evidence = cli.home / "evidence" / "box" / run_id
+    files = evidence / "PULL_FILES.jsonl"
+    files.write_text(files.read_text()[:-7])  # rgt's own evidence, cut mid-line
+    cut = cli("verify", "box", run_id)
+    assert cut.returncode == 2 and "damaged file list" in cut.stderr, cut.stderr
+    (evidence / "PULL_VERIFIED.json").write_text("{\"dest\": ")
+    garbled = cli("verify", "box", run_id)
+    assert garbled.returncode == 2 and "PULL_VERIFIED.json) is damaged" in garbled.stderr
+    assert "Traceback" not in cut.stderr + garbled.stderr

@@ -52,6 +52,11 @@ def reverify(store: Store, box_name: str, run_id: str | None) -> dict[str, Any]:
     except FileNotFoundError:
         raise UserError(f"run {run.id} on {box.name} was never pulled: {pull_again} fetches "
                         "and verifies it") from None
+    except (OSError, ValueError):
+        pulled = None
+    if not isinstance(pulled, dict) or not isinstance(pulled.get("dest"), str):
+        raise UserError(f"the evidence of run {run.id}'s pull ({evidence}/PULL_VERIFIED.json) "
+                        f"is damaged; {pull_again} verifies it anew")
     if pulled.get("source") == "workdir":
         raise UserError(f"run {run.id} was pulled with --from-scratch, from the box's workdir; "
                         f"check it by pulling again ({pull_again} --from-scratch)")
@@ -63,8 +68,12 @@ def reverify(store: Store, box_name: str, run_id: str | None) -> dict[str, Any]:
     if not dest.is_dir():
         raise UserError(f"the pull of run {run.id} is gone from {dest}; {pull_again} fetches "
                         "it again while the box is up")
-    with listing.open(encoding="utf-8") as lines:
-        paths = {json.loads(line)["path"] for line in lines if line.strip()}
+    try:
+        with listing.open(encoding="utf-8") as lines:
+            paths = {json.loads(line)["path"] for line in lines if line.strip()}
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UserError(f"the evidence of run {run.id}'s pull has a damaged file list "
+                        f"({listing}); {pull_again} verifies it anew") from None
     manifests = [read_manifest(evidence / "manifests" / name, prefix)
                  for name, prefix in ((OUT_MANIFEST, ""), (CKPT_MANIFEST, "ckpt/"))
                  if (evidence / "manifests" / name).is_file()]
