@@ -19,7 +19,7 @@ from typing import Any
 
 from platformdirs import user_data_dir
 
-from rgt import store_backup
+from rgt import runids, store_backup
 from rgt.errors import UserError, did_you_mean
 
 SCHEMA = """
@@ -335,21 +335,9 @@ class Store:
         return [_run(r) for r in rows]
 
     def run(self, box: str, run_id: str | None = None) -> Run:
-        """A run of the box by id (a unique prefix will do), or its newest run."""
-        runs = self.runs(box)
-        if not runs:
-            raise UserError(f"box {box!r} has no runs yet; start one with `rgt run {box} JOB.yaml`")
-        if run_id is None:
-            return runs[-1]
-        matches = [r for r in runs if r.id == run_id] or [r for r in runs
-                                                          if r.id.startswith(run_id)]
-        if len(matches) != 1:
-            hint = "" if matches else did_you_mean(run_id, [r.id for r in runs])
-            ids = ", ".join(r.id for r in (matches or runs)[-5:])
-            raise UserError(f"run {run_id!r} {'is ambiguous' if matches else 'not found'} on box "
-                            f"{box!r}{hint} ({'it could be' if matches else 'recent runs:'} "
-                            f"{ids}; `rgt runs {box}` lists them)")
-        return matches[0]
+        """A run of the box by id (a unique prefix or suffix, @last, @-1 …: rgt.runids), or
+        its newest run."""
+        return runids.pick(self.runs(box), "@last" if run_id is None else run_id, box)
 
     def find_run(self, run_id: str) -> Run | None:
         """A run of any box, by its exact id (ids are unique across boxes)."""

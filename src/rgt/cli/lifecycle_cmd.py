@@ -44,8 +44,9 @@ BoxArg = Annotated[str, typer.Argument(help="The box's name, as given to `rgt up
 StreamsOpt = Annotated[str | None, typer.Option(
     "--streams", metavar="N", help="Parallel connections for the transfer, 1-64 (default: "
                                    "chosen from the link's round trip and rate; RGT_STREAMS).")]
-RunArg = Annotated[str | None, typer.Argument(help="Run id (a unique prefix will do); "
-                                                   "default: the newest run.")]
+RunArg = Annotated[str | None, typer.Argument(
+    help="Run id, or a unique start or end of it (7d92), or @last / @-1 (the one before); "
+         "default: the newest run.")]
 
 
 KUBE_PANEL = "Kubernetes (--profile kubernetes; your kubeconfig, as kubectl reads it)"
@@ -184,7 +185,10 @@ def smoke(spec_file: Annotated[Path, typer.Argument(help="The job spec (YAML).")
 @app.command("run")
 def run_cmd(
     name: BoxArg,
-    spec_file: Annotated[Path, typer.Argument(help="The job spec.")],
+    job: Annotated[list[str] | None, typer.Argument(
+        metavar="JOB.yaml | -- CMD...", show_default=False,
+        help="The job spec, or after -- a command to run with this directory as the workdir "
+             "(its words joined by spaces, run by the box's shell, as ssh does).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what the box would be "
                                                             "given (Slurm's batch script, "
                                                             "Kubernetes' manifests; on an SSH "
@@ -192,7 +196,7 @@ def run_cmd(
                                                             "env names and the files pushed); "
                                                             "send nothing.")] = False,
     after: Annotated[str | None, typer.Option(
-        "--after", help="Start only once this earlier run (id or prefix) succeeded: chains "
+        "--after", help="Start only once this earlier run (id, its start or end) succeeded: chains "
                         "stages (Slurm --dependency=afterok).")] = None,
     fresh: Annotated[bool, typer.Option(
         "--fresh", help="Start training over: move the job's checkpoint home aside (kept, "
@@ -211,10 +215,13 @@ def run_cmd(
     In a terminal the log streams until the run ends (exit codes as `watch --until-done`);
     Ctrl-C stops following, never the run. With -d, or when stdout is not a terminal (scripts),
     it prints the run id and returns.
+
+    `rgt run BOX -- python train.py --lr 0.1` needs no spec: the current directory is pushed
+    as the workdir and the job is named after it.
     """
     fixed = streams_flag(streams)
     store = Store()
-    spec = load_spec(spec_file)
+    spec = _job_spec(name, job or [])
     if dry_run:
         print(render_mod.dry_run(store, name, spec, after=after,
                                  skip_resource_check=skip_resource_check), end="")
@@ -245,6 +252,19 @@ def run_cmd(
         console.print(f"\n[yellow]detached:[/] run {run.id} goes on. Watch: [bold]rgt watch "
                       f"{name} --follow[/] · pull: [bold]rgt pull {name} {run.id}[/] · "
                       f"cancel: [bold]rgt cancel {name} {run.id}[/]")
+
+
+def _job_spec(box: str, words: list[str]):
+    """The spec file named, or the inline job of `rgt run BOX -- CMD …` (after a `--` only: a
+    mistyped spec name must not run on the box as a command)."""
+    if len(words) == 1 and words[0].endswith((".yaml", ".yml", ".json")):
+        return load_spec(Path(words[0]))
+    if not words or "--" not in sys.argv[1:]:
+        raise UserError(f"give the job: `rgt run {box} JOB.yaml`, or a command after --: "
+                        f"`rgt run {box} -- python train.py`")
+    from rgt.lifecycle.inline_job import inline_spec
+
+    return inline_spec(words)
 
 
 @app.command("render")
@@ -421,6 +441,10 @@ def logs(name: BoxArg, run_id: RunArg = None,
              "--raw", help="The bytes as the box wrote them: terminal escapes (titles, "
                            "clipboard, links, cursor moves) and long lines not filtered.")
                         ] = False,
+         follow: Annotated[bool, typer.Option(
+             "--follow", "-f", help="Stream the log until the run ends (exit code as `watch "
+                                    "--until-done`); Ctrl-C stops following, not the run.")
+                           ] = False,
          ) -> None:
     """Print the run's log (stdout and stderr, unbuffered).
 
@@ -428,13 +452,37 @@ def logs(name: BoxArg, run_id: RunArg = None,
     lines over 64 KiB cut; --raw gives the bytes as the box has them."""
     store = Store()
     box = store.box(name)
-    text = watch_mod.read_log(box, store.run(box.name, run_id), tail, cell, raw=raw)
+    run = store.run(box.name, run_id)
+    if follow:
+        given = [flag for flag, value in (("--tail", tail), ("--cell", cell), ("--raw", raw))
+                 if value not in (None, False)]
+        if given:
+            raise UserError(f"-f streams the whole log, filtered, from its start: drop "
+                            f"{' and '.join(given)} (or drop -f)")
+        _follow_log(store, box, run)
+        return
+    text = watch_mod.read_log(box, run, tail, cell, raw=raw)
     if isinstance(text, (bytes, bytearray)):
         sys.stdout.flush()
         sys.stdout.buffer.write(text)
         sys.stdout.buffer.flush()
     else:
         sys.stdout.write(text)
+
+
+def _follow_log(store: Store, box, run) -> None:
+    """`logs -f`: the log as it grows, then the run's end as `watch --until-done` exits."""
+    try:
+        summary = watch_mod.follow(store, box, run, _write_through, say=_say_waiting)
+    except KeyboardInterrupt:
+        err_console.print(f"\nstopped following; run {run.id} goes on", style="dim")
+        raise typer.Exit(0) from None
+    if summary["status"] != "succeeded":
+        err_console.print(f"run {run.id} ended {escape(str(summary['status']))}"
+                          + (f" (exit {summary['exit_code']})"
+                             if summary.get("exit_code") is not None else ""), style="yellow")
+        raise typer.Exit(watch_mod.EXIT_CANCELLED if summary["status"] == "cancelled"
+                         else watch_mod.EXIT_FAILED)
 
 
 @app.command()
@@ -453,6 +501,10 @@ def pull(name: BoxArg, run_id: RunArg = None,
              help="Which of the job's checkpoints to bring: the newest that verifies "
                   "(latest, the default), all, or the newest N. Older ones left on the box "
                   "are named, and `rgt down` destroys them.")] = None,
+         every: Annotated[bool, typer.Option(
+             "--all", help="Every run `rgt down` would refuse over that has ended (each under "
+                           "--dest/<run> with --dest); live runs are named, not pulled.")
+                          ] = False,
          ) -> None:
     """Fetch the run's outputs and checkpoints, re-hash them here, load every checkpoint.
 
@@ -464,13 +516,65 @@ def pull(name: BoxArg, run_id: RunArg = None,
     if dest is not None and not dest.strip():
         raise UserError("--dest is empty: name a directory to pull into, or leave --dest out "
                         "for ./rgt-results/<box>/<run>")
-    with transfer_bar("pull", quiet=as_json) as on_progress:
-        report = pull_mod.pull(Store(), name, run_id, None if dest is None else Path(dest),
-                               on_progress,
-                               from_scratch=from_scratch, streams=fixed, checkpoints=keep)
+    store = Store()
+    if every:
+        _pull_all(store, name, run_id, dest, as_json=as_json, from_scratch=from_scratch,
+                  streams=fixed, checkpoints=keep)
+        return
+    report = _pull_one(store, name, run_id, None if dest is None else Path(dest),
+                       as_json=as_json, from_scratch=from_scratch, streams=fixed,
+                       checkpoints=keep)
     if as_json:
         print_json("pull", box=name, pull=report)
-        raise typer.Exit(0 if report["ok"] else 1)
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+def _pull_all(store: Store, name: str, run_id: str | None, dest: str | None, *,
+              as_json: bool, **how) -> None:
+    """`pull --all`: one pull after another, each said as `pull` says it; exit 1 if any did
+    not verify."""
+    from rgt.lifecycle import every_run
+
+    if run_id is not None:
+        raise UserError(f"--all pulls every run that needs it; drop the run id {run_id!r} "
+                        "or --all")
+    found = every_run.runs_to_pull(store, name)
+    reports = []
+    for run in found.runs:
+        if not as_json:
+            console.print(f"[bold]pull {escape(run.id)}[/]")
+        where = None if dest is None else Path(dest) / run.id
+        reports.append(_pull_one(store, name, run.id, where, as_json=as_json, **how))
+    live = [run.id for run in found.live]
+    if as_json:
+        print_json("pull", box=name, pulls=reports, live=live, settled=found.settled)
+    else:
+        for run_id_ in live:
+            console.print(f"[yellow]not pulled:[/] {escape(run_id_)} is still running; "
+                          f"`rgt pull {escape(name)} --all` again once it ends")
+        done = sum(1 for r in reports if r["ok"])
+        already = f"{found.settled} already pulled and verified after their end"
+        if reports:
+            console.print(f"pulled and verified {done} of {len(reports)} run"
+                          f"{'s' * (len(reports) != 1)} that needed it"
+                          + (f"; {already}" if found.settled else ""))
+        elif not live:
+            console.print(f"nothing to pull on {escape(name)}: {already}")
+    if any(not r["ok"] for r in reports):
+        raise typer.Exit(1)
+
+
+def _pull_one(store: Store, name: str, run_id: str | None, dest: Path | None, *,
+              as_json: bool, from_scratch: bool, streams: int, checkpoints: int | None
+              ) -> dict:
+    """One run's pull, and (without --json) what it brought and whether it verified."""
+    with transfer_bar("pull", quiet=as_json) as on_progress:
+        report = pull_mod.pull(store, name, run_id, dest, on_progress,
+                               from_scratch=from_scratch, streams=streams,
+                               checkpoints=checkpoints)
+    if as_json:
+        return report
     where = report["dest"]
     print_checkpoints(report)
     for note in report.get("notes") or []:
@@ -481,10 +585,10 @@ def pull(name: BoxArg, run_id: RunArg = None,
         console.print(f"[green]✓ verified[/] {report['counts']['files']} files in "
                       f"{escape(str(where))} (hashes match the box; checkpoints checked by "
                       f"format); evidence: {escape(report['evidence'])}")
-        return
+        return report
     for problem in report["problems"]:
         err_console.print(f"[red]✗[/] {escape(problem)}")
-    raise typer.Exit(1)
+    return report
 
 
 EXIT_WAITING_FOR_YOU = 4  # `down --yes` where only the user can stop the meter: not down
@@ -518,10 +622,7 @@ def down(
             console.print(f"[yellow]still billing:[/] {escape(billing)}")
         return
     if not plan.safe and not discard_results:
-        refused = down_mod.refusal(plan)
-        if plan.unreachable:  # what the box said instead of an answer (garbage, a timeout)
-            refused = down_mod.IronLawRefusal(f"{refused} (the box's answer: "
-                                              f"{plan.unreachable})")
+        refused = down_mod.refusal(plan)  # with what the box said instead of an answer
         if as_json:
             print_json("down", box=name, refused=True, reason=str(refused), live=plan.live,
                        unverified=plan.unverified, unreachable=plan.unreachable or None)

@@ -98,8 +98,9 @@ def _print_line(cells: list[str], widths: list[int], style: str = "") -> None:
 @app.command()
 def resume(
     name: Annotated[str, typer.Argument(help="The box the run was on.")],
-    run_id: Annotated[str | None, typer.Argument(help="Run id (a unique prefix will do); "
-                                                      "default: the newest run.")] = None,
+    run_id: Annotated[str | None, typer.Argument(help="Run id, a unique start or end "
+                                                      "of it, or @last/@-1; default: the "
+                                                      "newest run.")] = None,
     on: Annotated[str | None, typer.Option(
         "--on", help="Resume on another box: the newest verified checkpoints travel there.")
                   ] = None,
@@ -117,12 +118,16 @@ def resume(
 @app.command()
 def cancel(
     name: Annotated[str, typer.Argument(help="The box the run is on.")],
-    run_id: Annotated[str | None, typer.Argument(help="Run id (a unique prefix will do); "
-                                                      "default: the newest run.")] = None,
+    run_id: Annotated[str | None, typer.Argument(help="Run id, a unique start or end "
+                                                      "of it, or @last/@-1; default: the "
+                                                      "newest run.")] = None,
     grace: Annotated[float | None, typer.Option(
         "--grace", min=0, help="Seconds between SIGTERM (the trainer checkpoints) and SIGKILL; "
                                "default: the profile's preemption grace, else 30.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    every: Annotated[bool, typer.Option(
+        "--all", help="Every run live on the box now (one confirmation for them all).")
+                     ] = False,
 ) -> None:
     """Stop a live run: SIGTERM so the trainer checkpoints, SIGKILL after the grace.
 
@@ -131,6 +136,9 @@ def cancel(
     """
     store = Store()
     box = store.box(name)
+    if every:
+        _cancel_all(store, box, run_id, grace, yes)
+        return
     run = store.run(box.name, run_id)
     grace_s = cancel_mod.grace_for(box, run, grace)  # the one that will really apply
     if run.status not in LIVE:  # before asking: nothing to confirm
@@ -147,3 +155,31 @@ def cancel(
                   + (" — killed after the grace" if report.get("escalated") else ""))
     console.print(f"Next: [bold]rgt pull {escape(name)} {escape(run.id)}[/] (log, checkpoints, "
                   f"partial outputs), then [bold]rgt down {escape(name)}[/]")
+
+
+def _cancel_all(store: Store, box, run_id: str | None, grace: float | None, yes: bool) -> None:
+    """`cancel --all`: the runs live on the box now, confirmed once, stopped one by one (each
+    with its own grace, as `cancel RUN` gives it)."""
+    from rgt.lifecycle.every_run import live_runs
+
+    if run_id is not None:
+        raise UserError(f"--all cancels every live run; drop the run id {run_id!r} or --all")
+    runs = live_runs(store, box.name)
+    if not runs:
+        console.print(f"no live run on {escape(box.name)}: nothing to cancel")
+        return
+    graces = [cancel_mod.grace_for(box, run, grace) for run in runs]
+    ids = ", ".join(run.id for run in runs)
+    if not yes and not typed_name(
+            f"Cancel {len(runs)} live run{'s' * (len(runs) != 1)} on {box.name} ({ids})? "
+            f"Type the box name ({box.name}) to confirm", box.name, verb="cancel",
+            unchanged="the runs go on", instead=f"`rgt cancel {box.name} --all --yes`"):
+        raise UserError("confirmation did not match; the runs go on", exit_code=1)
+    for run, grace_s in zip(runs, graces, strict=True):
+        console.print(f"stopping {escape(run.id)}: SIGTERM, SIGKILL after {grace_s:g} s ...")
+        report = cancel_mod.cancel(store, box, run, grace_s)
+        how = "; ".join(report.get("sent") or []) or "its processes were already gone"
+        console.print(f"[green]✓[/] cancelled [bold]{escape(run.id)}[/] ({escape(how)})"
+                      + (" — killed after the grace" if report.get("escalated") else ""))
+    console.print(f"Next: [bold]rgt pull {escape(box.name)} --all[/] (logs, checkpoints, partial "
+                  f"outputs), then [bold]rgt down {escape(box.name)}[/]")

@@ -279,12 +279,38 @@ def local_deletes(box: Box, runs: list[Run]) -> list[str]:
 
 
 def refusal(plan: DownPlan) -> IronLawRefusal:
-    reasons = plan.live + plan.unverified
-    return IronLawRefusal(
-        f"refusing to stop {plan.box.name} ({plan.profile.meter_stop.name} "
-        f"{'cannot be undone' if plan.profile.meter_stop.irreversible else 'is reversible'}): "
-        + " | ".join(reasons)
-        + " — or give the results up with --discard-results")
+    """The refusal as a short table: a heading, one row per run in the way (its id, and why
+    without the per-run `rgt pull` line), then the one command that settles them all."""
+    name = plan.box.name
+    stop = plan.profile.meter_stop
+    rows = [_refused_row(name, reason) for reason in plan.live + plan.unverified]
+    count = f"{len(rows)} run{'s' * (len(rows) != 1)}"
+    head = (f"refusing to stop {name} ({stop.name} "
+            f"{'cannot be undone' if stop.irreversible else 'is reversible'}): {count} "
+            f"not pulled and verified after {'their' if len(rows) > 1 else 'its'} end"
+            + (f" (the box's answer: {plan.unreachable})" if plan.unreachable else ""))
+    width = max(len(run) for run, _ in rows)
+    table = [f"  {run.ljust(width)}  {why}" for run, why in rows]
+    if plan.live:
+        settle = (f"settle it: `rgt pull {name} --all` once they end (`rgt watch {name} RUN "
+                  f"--until-done` waits; `rgt cancel {name} --all` ends them now)")
+    else:
+        settle = f"settle it: `rgt pull {name} --all`" + (" once the box answers again"
+                                                          * bool(plan.unreachable))
+    return IronLawRefusal("\n".join([head, *table, settle,
+                                      f"or give the results up: `rgt down {name} "
+                                      "--discard-results`"]))
+
+
+def _refused_row(box: str, reason: str) -> tuple[str, str]:
+    """(run id, why) of one of `iron_law`'s reasons, which all begin with the run id; the
+    `rgt pull BOX RUN` it ends with is left to the settling line."""
+    run, _, why = reason.partition(" ")
+    run = run.removesuffix(":")
+    hint = f"rgt pull {box} {run}"
+    for tail in (f"; pull again: {hint}", f": {hint}"):
+        why = why.removesuffix(tail)
+    return run, why
 
 
 def execute_down(store: Store, plan: DownPlan, *, discarded: bool) -> str:
