@@ -14,7 +14,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,9 @@ VERBS: tuple[Verb, ...] = (
     Verb("watch", _CLI + "lifecycle_cmd",
          "The run's real state: reconciled with its process, heartbeat, disks, latest metrics."),
     Verb("logs", _CLI + "lifecycle_cmd", "Print the run's log (stdout and stderr, unbuffered)."),
+    Verb("ssh", _CLI + "ssh_cmd",
+         "A shell on the box (or CMD), as rgt reaches it: its endpoint, key, jump hosts, ssh "
+         "config."),
     Verb("pull", _CLI + "lifecycle_cmd",
          "Fetch the run's outputs and checkpoints, re-hash them here, load every checkpoint."),
     Verb("verify", _CLI + "verify_cmd",
@@ -92,6 +95,16 @@ VERBS: tuple[Verb, ...] = (
          "name)."),
 )
 BY_NAME = {verb.name: verb for verb in VERBS}
+
+
+def _flag_type(self: TyperOption, ctx: Any) -> str | None:
+    """A flag takes no value: Typer would print `<bool>` beside it, which reads as if it took
+    one (`--yes <bool>`). Nothing there; a flag's --no- form, where it has one, still shows."""
+    return None if self.is_bool_flag else _TYPED(self, ctx)
+
+
+_TYPED = TyperOption.display_type_rich
+TyperOption.display_type_rich = _flag_type  # every verb's help, and --help/--version
 
 
 class _Listed(TyperCommand):

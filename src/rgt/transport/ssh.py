@@ -283,6 +283,13 @@ class SshTransport:
         self._mark_hop_logs()
         return list(self._argv)
 
+    def session_argv(self) -> list[str]:
+        """`ssh_argv` for a session of the user's own (`rgt ssh`): a connection of its own,
+        not the master's, so its port forwards close when it ends instead of staying in the
+        master for ControlPersist seconds more."""
+        self.ssh_argv  # noqa: B018  (first contact recorded, as for any command)
+        return self._build(self.jump_hosts(), host_key_checking(), shared=False)
+
     def _mark_hop_logs(self) -> None:
         # A command is about to connect: what the hops log from here on is about it.
         if self._hops:
