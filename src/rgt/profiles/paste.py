@@ -42,6 +42,30 @@ _NOT_A_FAILURE = re.compile(
     r"|\bKubeletHas(?:No|Sufficient)\w+|\bKubeletReady\b",
     re.IGNORECASE)
 
+# Ordinary programming errors: Python's built-in exceptions for a mistake in the code or its
+# configuration (the language reference's "concrete exceptions" a wrong name, key, index, type,
+# syntax or import raises), pip's refusal of a package name it does not know, torch's tensors on
+# two devices. A rented box does not cause them, so a guess that shares a word with a gotcha
+# ("module", "training", "device") must not answer them; a detection rule still may.
+_ORDINARY = re.compile(
+    r"\b(?:KeyError|NameError|AttributeError|TypeError|IndexError|SyntaxError|"
+    r"IndentationError|TabError|ZeroDivisionError|UnboundLocalError|RecursionError|"
+    r"NotImplementedError|AssertionError|JSONDecodeError|UnicodeDecodeError|ValueError|"
+    r"ModuleNotFoundError|ImportError|FileNotFoundError|FileExistsError|IsADirectoryError|"
+    r"NotADirectoryError|StopIteration)\b"
+    r"|\bNo module named\b|\bcannot import name\b|\bNon-existent config key\b"
+    r"|\bNo matching distribution found for\b|\bCould not find a version that satisfies\b"
+    r"|\bExpected all tensors to be on the same device\b|\bto have the same device as\b")
+# ... unless the line names what a rented box does cause: its GPU, driver and CUDA stack, its
+# disks and memory, its network, the platform. "ImportError: libcuda.so.1" and "No matching
+# distribution found for torch==2.1.0+cu121" stay open to guesses.
+_BOX_WORDS = re.compile(
+    r"cuda|cudnn|nccl|nvidia|nvml|\bgpu|\bdriver|\.so\b|\.so\.\d|\blib\w+\.so|torch\b|"
+    r"torchvision|torchaudio|xformers|flash[-_]attn|bitsandbytes|triton|jax|tensorflow|"
+    r"\bspace\b|\bdisk|quota|memory|\bram\b|/dev/shm|ssh|connection|network|timed? ?out|"
+    r"/content/drive|/kaggle/|autodl|runpod|vast|lambda|slurm|kube",
+    re.IGNORECASE)
+
 # What a paste carries that is not part of the failure. A log line's own prefix (a timestamp,
 # a level, a logger's `file:line]`), colour codes, quotes escaped by a repr or JSON, and runs of
 # blanks: the same failure must read the same with or without them.
@@ -112,6 +136,13 @@ def mask(text: str) -> str:
     """`text` normalised, with URLs, paths, addresses and hex ids blanked: they name this user's
     files and hosts, not the failure."""
     return _NOISE.sub(" ", normalise(text))
+
+
+def ordinary_error(text: str) -> bool:
+    """Whether the line is an ordinary programming error (a KeyError, a module not found, a
+    package pip does not know) that names nothing a rented box causes."""
+    line = normalise(text)
+    return bool(_ORDINARY.search(line)) and not _BOX_WORDS.search(line)
 
 
 def reports_trouble(text: str) -> bool:

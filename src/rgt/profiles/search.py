@@ -10,7 +10,12 @@ Where the rules name fewer than three gotchas, guesses fill the list up to three
 rule hit and marked as guesses (see `similar`): gotchas one of whose known lines looks like this
 one, then, when no rule fired, gotchas whose words it shares. A line that does not say anything
 went wrong ("API key is configured", "Evicted 0 pods") gets no guess at all, so a line that
-merely shares vocabulary with a gotcha finds nothing.
+merely shares vocabulary with a gotcha finds nothing; nor does an ordinary programming error
+(a KeyError, a module the code imports wrongly: see `paste.ordinary_error`). Such a line gets,
+at most, the closest titles to read (`closest`), which are not an answer.
+
+A paste of several lines (or a log file) is searched line by line (see `block`): each hit then
+says which line showed it.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import re
 from dataclasses import dataclass
 
 from rgt.profiles.loader import all_gotchas, load_profile
-from rgt.profiles.paste import normalise, reports_trouble
+from rgt.profiles.paste import normalise, ordinary_error, reports_trouble
 from rgt.profiles.schema import Gotcha
 from rgt.profiles.similar import FUZZY, LIKE, Guesser
 
@@ -44,6 +49,8 @@ class GotchaHit:
     why: str  # RULE, or a guess: LIKE or FUZZY
     match: str = ""  # the text the rule matched, the known line it resembles, or shared words
     score: float = 0.0
+    line_no: int = 0  # in a paste of several lines: the line (from 1) that showed it
+    line: str = ""  # that line, as pasted
 
     @property
     def guess(self) -> bool:
@@ -74,14 +81,45 @@ class Searcher:
 
     def search(self, text: str, *, guesses: bool = True, limit: int | None = None
                ) -> list[GotchaHit]:
-        """Rule hits best first; with `guesses`, guesses after them up to three gotchas in all."""
+        """Rule hits best first; with `guesses`, guesses after them up to three gotchas in all.
+
+        Text of several non-blank lines is a paste: each line is searched (`block`)."""
+        if "\n" in text.strip():
+            from rgt.profiles.block import search_lines  # block builds on this class
+
+            return search_lines(self, text.splitlines(), guesses=guesses, limit=limit)
+        hits = self.rule_hits(text)
+        if guesses and len(hits) < _ENOUGH and self.may_guess(text):
+            hits += self._guesses(text, {h.gotcha.id for h in hits})[:_ENOUGH - len(hits)]
+        return hits[:limit] if limit else hits
+
+    def rule_hits(self, text: str) -> list[GotchaHit]:
+        """The gotchas whose detection rules match one line, the most specific first."""
         views = (text, normalised) if (normalised := normalise(text)) != text else (text,)
         hits = [hit for platform, gotcha, patterns in self.entries
                 if (hit := self._rule_hit(views, platform, gotcha, patterns)) is not None]
         hits.sort(key=lambda h: -h.score)
-        if guesses and len(hits) < _ENOUGH and reports_trouble(text):
-            hits += self._guesses(text, {h.gotcha.id for h in hits})[:_ENOUGH - len(hits)]
-        return hits[:limit] if limit else hits
+        return hits
+
+    @staticmethod
+    def may_guess(text: str) -> bool:
+        """Whether a guess may answer this line: it says something went wrong, and not as an
+        ordinary programming error (which a rented box does not cause)."""
+        return reports_trouble(text) and not ordinary_error(text)
+
+    def guesses(self, text: str, answered: set[str]) -> list[GotchaHit]:
+        """Guesses for one line, leaving out the gotchas in `answered` (for `block`)."""
+        return self._guesses(text, answered) if self.may_guess(text) else []
+
+    def closest(self, text: str, count: int = 3) -> list[GotchaHit]:
+        """The gotchas whose known lines come nearest to `text`, however far: titles to offer
+        as "not a match, but see" when nothing answers. Never an answer: no threshold holds."""
+        allowed = [i for i, (platform, _, _) in enumerate(self.entries)
+                   if self.profile is None or platform in (self.profile, "universal")]
+        guesser = _guesser(tuple(gotcha for _, gotcha, _ in self.entries))
+        return [GotchaHit(self.entries[g.index][1], self.entries[g.index][0], g.why, g.match,
+                          g.score)
+                for g in guesser.nearest(text, allowed, count)]
 
     def _rule_hit(self, views: tuple[str, ...], platform: str, gotcha: Gotcha,
                   patterns: list[re.Pattern[str]]) -> GotchaHit | None:

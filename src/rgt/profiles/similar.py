@@ -38,6 +38,8 @@ FUZZY = "fuzzy: shared words"
 # A known line this close (cosine of character-gram vectors) is the same message in other
 # clothes; below it, lines share only the vocabulary of their kind ("error", "cuda", "node").
 _MIN_LIKENESS = 0.4
+# Below this a known line shares only letters with the pasted one: not even worth a "see".
+_FLOOR = 0.15
 # Shared words must carry this share of the line's weight, and be at least two: one word in
 # common is coincidence on real logs.
 _MIN_WORD_SCORE = 0.55
@@ -110,6 +112,13 @@ class Guesser:
             found.setdefault(guess.index, guess)
         return list(found.values())
 
+    def nearest(self, text: str, allowed: Iterable[int], count: int) -> list[Guess]:
+        """The `count` gotchas (of `allowed`) whose known lines come nearest to the line, with
+        no threshold: what to offer as "not a match, but see", never as an answer. A gotcha
+        nothing about the line resembles at all (below `_FLOOR`) is left out."""
+        near = self._like(mask(text), set(allowed), floor=_FLOOR)
+        return near[:count]
+
     # ── like a known line ──
 
     @cached_property
@@ -128,7 +137,8 @@ class Guesser:
                 postings[gram].append((number, weight))
         return known, postings, idf, unseen
 
-    def _like(self, line: str, allowed: set[int]) -> list[Guess]:
+    def _like(self, line: str, allowed: set[int], floor: float = _MIN_LIKENESS
+              ) -> list[Guess]:
         known, postings, idf, unseen = self._examples
         similarity: Counter[int] = Counter()
         for gram, weight in _unit(_grams(line), idf, unseen).items():
@@ -137,7 +147,7 @@ class Guesser:
         best: dict[int, tuple[float, str]] = {}
         for number, score in similarity.items():
             index, example = known[number]
-            if (score >= _MIN_LIKENESS and index in allowed
+            if (score >= floor and index in allowed
                     and score > best.get(index, (0.0, ""))[0]):
                 best[index] = (score, example)
         return sorted((Guess(i, LIKE, example, min(score, 1.0))
