@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich import box as borders
 from rich.panel import Panel
 from rich.table import Table
+from typer.core import TyperCommand
 
 from rgt.cli import app
 from rgt.cli.console import console, escape, print_json
 from rgt.errors import UserError
-from rgt.profiles import Profile, all_profiles, find_gotcha, load_profile, search_gotchas
+from rgt.profiles import Profile, all_profiles, find_gotcha, load_profile
+from rgt.profiles.block import TAIL_LINES, search_lines
+from rgt.profiles.paste import reports_trouble
 from rgt.profiles.schema import Gotcha, Survives
+from rgt.profiles.search import Searcher
 
 # Section name (as the user types it) → the profile fields it renders.
 SECTIONS: dict[str, tuple[str, ...]] = {
@@ -33,6 +39,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 }
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+_LINE_SHOWN = 120  # of a paste's matching line, in the table
 
 
 def _yes_no(value: object) -> str:
@@ -330,22 +337,74 @@ def _render_sources(p: Profile) -> None:
             console.print(f"  {escape(doc)}  [dim]{when}[/]")
 
 
-@app.command("gotcha", context_settings={"ignore_unknown_options": True})
+class _PasteCommand(TyperCommand):
+    """`gotcha search` reads what follows it as pasted text: a word that starts with `-`
+    (`-bash: nvidia-smi: command not found`, `--> 12 | x = f()`) is part of the paste, not an
+    option, while the command's own options (`--box`, `--file`, `--json`, help) are still read
+    wherever they stand. Click would otherwise take `-bash` for `-b -a -s -h`: help."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        if args[:1] == ["search"]:
+            options, text = _split_paste(self, ctx, args[1:])
+            args = [*options, "--", "search", *text]
+        return super().parse_args(ctx, args)
+
+
+def _split_paste(command: TyperCommand, ctx: typer.Context, words: list[str]
+                 ) -> tuple[list[str], list[str]]:
+    """(the command's own options with their values, every other word) of `words`."""
+    options_of = [p for p in command.params if p.param_type_name == "option"]
+    valued = {name for p in options_of if not p.is_flag for name in p.opts}
+    flags = {name for p in options_of if p.is_flag for name in p.opts}
+    flags |= set(ctx.help_option_names)
+    options: list[str] = []
+    text: list[str] = []
+    rest = iter(words)
+    for word in rest:
+        if word == "--":  # the documented way to say "all of the rest is the paste"
+            text.extend(rest)
+        elif word in flags or (word.split("=", 1)[0] in valued and "=" in word):
+            options.append(word)
+        elif word in valued:
+            options.append(word)
+            value = next(rest, None)
+            if value is not None:
+                options.append(value)
+        else:
+            text.append(word)
+    return options, text
+
+
+@app.command("gotcha", cls=_PasteCommand, context_settings={"ignore_unknown_options": True})
 def gotcha(
     words: Annotated[list[str], typer.Argument(help="ID (e.g. AD4, U7), or: search TEXT")],
     profile: Annotated[str | None, typer.Option(
         "--profile", help="search: rank this platform's gotchas first (e.g. autodl)")] = None,
     box: Annotated[str | None, typer.Option(
         "--box", help="search: rank the gotchas of this registered box's platform first")] = None,
+    log: Annotated[str | None, typer.Option(
+        "--file", help="search: a log file (- for stdin) to search line by line, from its "
+        f"last {TAIL_LINES} lines")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Explain one gotcha by id, or `rgt gotcha search TEXT` to match a pasted error line."""
+    """Explain one gotcha by id, or `rgt gotcha search TEXT` to match a pasted error line or
+    block (a word starting with `-` is part of the paste)."""
     if words[0] == "search":
         text = " ".join(words[1:]).strip()
+        if log is not None:
+            if text:
+                raise UserError("give the text or --file, not both: rgt gotcha search --file "
+                                "train.log")
+            lines, first = _log_tail(log)
+            _search(lines, _platform_of(profile, box), as_json, first, log)
+            return
         if not text:
-            raise UserError("give the error text to search for: rgt gotcha search 'No space left'")
-        _search(text, _platform_of(profile, box), as_json)
+            raise UserError("give the error text to search for: rgt gotcha search 'No space left'"
+                            " (or --file LOG)")
+        _search(text.splitlines() or [text], _platform_of(profile, box), as_json)
         return
+    if log is not None:
+        raise UserError("--file is for a search: rgt gotcha search --file train.log")
     if profile or box:
         raise UserError("--profile/--box rank a search: rgt gotcha search TEXT --box NAME")
     if len(words) != 1:
@@ -390,33 +449,75 @@ def _platform_of(profile: str | None, box: str | None) -> str | None:
     return profile
 
 
-def _search(text: str, platform: str | None, as_json: bool) -> None:
-    hits = search_gotchas(text, platform)
+def _log_tail(path: str) -> tuple[list[str], int]:
+    """The last TAIL_LINES lines of the log at `path` (- for stdin), and the number of the first
+    of them in the file."""
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            text = Path(path).expanduser().read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror or err}; give a readable log "
+                        "file") from None
+    lines = text.splitlines()
+    return lines[-TAIL_LINES:], max(len(lines) - TAIL_LINES, 0) + 1
+
+
+def _search(lines: list[str], platform: str | None, as_json: bool, first: int = 1,
+            source: str | None = None) -> None:
+    """Search a pasted line, a pasted block or a log's lines; say which line each hit is on
+    (numbered from `first`) when there are several; offer the nearest titles when none fits."""
+    searcher = Searcher(platform)
+    several = source is not None or sum(1 for line in lines if line.strip()) > 1
+    hits = (search_lines(searcher, lines, guesses=source is None) if several
+            else searcher.search(lines[0]))
+    where = {id(h): h.line_no + first - 1 for h in hits if h.line_no}
+    text = "\n".join(lines).strip()
     if as_json:
         _print_json([{"id": h.gotcha.id, "platform": h.platform, "why": h.why,
-                      "match": h.match, "title": h.gotcha.title} for h in hits])
+                      "match": h.match, "title": h.gotcha.title,
+                      **({"line_no": where[id(h)], "line": h.line} if id(h) in where else {})}
+                     for h in hits])
         if not hits:
             raise typer.Exit(1)
         return
     if not hits:
         console.print("No gotcha matches that text. Try fewer words, or the exact error line.")
+        near = searcher.closest(_nearest_line(lines))
+        if near:
+            console.print("Not a match, but see: " + "; ".join(
+                f"[bold]{h.gotcha.id}[/] {escape(h.gotcha.title)}" for h in near))
         raise typer.Exit(1)
+    shown = escape(repr(text)) if not several else (
+        escape(source) if source and source != "-" else "the pasted lines")
     if hits[0].guess:
-        title = f"No rule matched {escape(repr(text))}; gotchas that come close (guesses)"
+        title = f"No rule matched {shown}; gotchas that come close (guesses)"
     elif hits[-1].guess:
-        title = f"Gotchas matching {escape(repr(text))}, then close ones (guesses)"
+        title = f"Gotchas matching {shown}, then close ones (guesses)"
     else:
-        title = f"Gotchas matching {escape(repr(text))}"
+        title = f"Gotchas matching {shown}"
     if platform:
         title += f" — {escape(platform)} first"
     table = Table(title=title, title_justify="left")
-    for column in ("id", "platform", "matched by", "title"):
+    columns = ("id", "platform", "matched by", "title") + (("line",) if several else ())
+    for column in columns:
         table.add_column(column, overflow="fold")
     for h in hits:
         why = f"guess, {h.why}: {h.match}" if h.guess else f"{h.why}: {h.match}"
-        table.add_row(h.gotcha.id, h.platform, escape(why), escape(h.gotcha.title))
+        row = [h.gotcha.id, h.platform, escape(why), escape(h.gotcha.title)]
+        if several:
+            row.append(f"{where.get(id(h), '')}: {escape(h.line[:_LINE_SHOWN])}")
+        table.add_row(*row)
     console.print(table)
     console.print("Full text: [bold]rgt gotcha ID[/]")
+
+
+def _nearest_line(lines: list[str]) -> str:
+    """The line of a paste to find near titles for: the last one that says something went
+    wrong, else the last one."""
+    shown = [line for line in lines if line.strip()] or [""]
+    return next((line for line in reversed(shown) if reports_trouble(line)), shown[-1])
 
 
 @app.command("compare")
