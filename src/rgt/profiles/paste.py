@@ -54,8 +54,10 @@ _ORDINARY = re.compile(
     r"ModuleNotFoundError|ImportError|FileNotFoundError|FileExistsError|IsADirectoryError|"
     r"NotADirectoryError|StopIteration)\b"
     r"|\bNo module named\b|\bcannot import name\b|\bNon-existent config key\b"
-    r"|\bNo matching distribution found for\b|\bCould not find a version that satisfies\b"
-    r"|\bExpected all tensors to be on the same device\b|\bto have the same device as\b")
+    r"|\bNo matching distribution found for\b|\bCould not find a version that satisfies\b")
+# torch's refusal to mix tensors on two devices is the code's, whatever devices it names.
+_DEVICE_MIXUP = re.compile(
+    r"\bExpected all tensors to be on the same device\b|\bto have the same device as\b")
 # ... unless the line names what a rented box does cause: its GPU, driver and CUDA stack, its
 # disks and memory, its network, the platform. "ImportError: libcuda.so.1" and "No matching
 # distribution found for torch==2.1.0+cu121" stay open to guesses.
@@ -142,7 +144,8 @@ def ordinary_error(text: str) -> bool:
     """Whether the line is an ordinary programming error (a KeyError, a module not found, a
     package pip does not know) that names nothing a rented box causes."""
     line = normalise(text)
-    return bool(_ORDINARY.search(line)) and not _BOX_WORDS.search(line)
+    return bool(_DEVICE_MIXUP.search(line)
+                or (_ORDINARY.search(line) and not _BOX_WORDS.search(line)))
 
 
 def reports_trouble(text: str) -> bool:
