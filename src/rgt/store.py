@@ -396,6 +396,12 @@ class Store:
         last = self.db.execute(query.format("DESC"), (box, run, kind)).fetchone()
         return _event(first), _event(last)
 
+    def latest_event(self, kind: str, box: str, run: str | None) -> dict[str, Any] | None:
+        """The latest event of a kind for one run (one indexed lookup)."""
+        row = self.db.execute("SELECT * FROM events WHERE box=? AND run IS ? AND kind=? "
+                              "ORDER BY id DESC LIMIT 1", (box, run, kind)).fetchone()
+        return None if row is None else _event(row)
+
     def add_evidence(self, kind: str, box: str, ok: bool, detail: dict[str, Any],
                      run: str | None = None) -> None:
         self.db.execute(

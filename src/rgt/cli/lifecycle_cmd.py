@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +16,6 @@ from rgt.cli import cloud_cmd as cloud
 from rgt.cli.confirm import typed_name
 from rgt.cli.console import (
     console,
-    duration,
     err_console,
     escape,
     print_checkpoints,
@@ -26,18 +24,18 @@ from rgt.cli.console import (
     safe_text,
 )
 from rgt.cli.transfer_bar import transfer_bar
+from rgt.cli.watch_cmd import watch  # `rgt run` follows the log through it
 from rgt.errors import UserError
-from rgt.lifecycle import boxes, launch, progress, save_hints
+from rgt.lifecycle import boxes, launch, save_hints
 from rgt.lifecycle import down as down_mod
 from rgt.lifecycle import pull as pull_mod
 from rgt.lifecycle import render as render_mod
 from rgt.lifecycle import smoke as smoke_mod
 from rgt.lifecycle import watch as watch_mod
-from rgt.lifecycle.resume import RESUMABLE
 from rgt.profiles import load_profile
 from rgt.remote.register import check_dir_flags
 from rgt.spec import load_spec
-from rgt.store import LIVE, Store, check_box_name
+from rgt.store import Store, check_box_name
 from rgt.transport.transfer import streams_flag
 
 BoxArg = Annotated[str, typer.Argument(help="The box's name, as given to `rgt up`.")]
@@ -310,57 +308,6 @@ def render_cmd(
     console.print(f"[green]✓[/] wrote {escape(str(output))}")
 
 
-@app.command()
-def watch(
-    name: BoxArg,
-    run_id: RunArg = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the log.")] = False,
-    until_done: Annotated[bool, typer.Option(
-        "--until-done", help="Wait for the end; the exit code says how it ended (below).")
-                              ] = False,
-    timeout: Annotated[float | None, typer.Option(help="Give up waiting after N s.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout "
-                                                         "(README: JSON output).")] = False,
-    give_up_after: Annotated[float, typer.Option(
-        min=0, help="With --follow/--until-done: stop (exit 6) once the box has not answered "
-                    "for N s; 0 waits forever.")] = watch_mod.UNREACHABLE_GIVE_UP_S,
-) -> None:
-    """The run's real state: reconciled with its process, heartbeat, disks, latest metrics.
-
-    Exit codes with --until-done or --follow: 0 succeeded; 1 ended without succeeding (failed,
-    sync-failed, vanished, preempted, stopped); 2 bad usage; 4 still running when --timeout
-    passed; 5 no such box or run; 6 the box stopped answering; 7 cancelled.
-    """
-    if as_json and follow:
-        raise UserError("--json prints one document at the end; use --until-done with it, "
-                        "not --follow")
-    store = Store()
-    waiting = follow or until_done
-    try:
-        box = store.box(name)
-        run = store.run(box.name, run_id)
-    except UserError as err:
-        if waiting:  # a script waiting on a run it mistyped must not read "failed"
-            err.exit_code = watch_mod.EXIT_NOT_FOUND
-        raise
-    patience = {"give_up_s": give_up_after or None, "say": _say_waiting}
-    if follow:
-        watch_mod.follow(store, box, run, _write_through, timeout_s=timeout, **patience)
-    elif until_done:
-        watch_mod.wait_until_done(store, box, run, timeout_s=timeout, **patience)
-    summary = watch_mod.refresh(store, box, run)
-    newest = summary.get("last_checkpoint")  # the probe listed the home: no second look
-    if summary["status"] in RESUMABLE and newest and run.spec.get("ckpt_home"):
-        summary["resume_from"] = f"{run.spec['ckpt_home']}/{newest['name']}"
-    if as_json:
-        print_json("watch", box=box.name, run={"id": run.id, **summary})
-    else:
-        _render_summary(store, box.name, run.id, summary)
-    if waiting and summary["status"] != "succeeded":
-        raise typer.Exit(watch_mod.EXIT_CANCELLED if summary["status"] == "cancelled"
-                         else watch_mod.EXIT_FAILED)
-
-
 def _say_waiting(message: str) -> None:  # (it quotes the box's errors: sanitised)
     err_console.print(safe_text(message, style="yellow"), highlight=False)
 
@@ -368,68 +315,6 @@ def _say_waiting(message: str) -> None:  # (it quotes the box's errors: sanitise
 def _write_through(text: str) -> None:
     sys.stdout.write(text)
     sys.stdout.flush()
-
-
-LABEL_WIDTH = len("heartbeat ")  # the watch panel's labels: one column, the widest's
-
-
-def _row(label: str, text: str, style: str = "") -> str:
-    """One line of the watch panel: LABEL padded to the labels' column, then TEXT (markup)."""
-    shown = f"[{style}]{label}[/]" if style else label
-    return shown + " " * (LABEL_WIDTH - len(label)) + text
-
-
-def _as_shown(line: str) -> str:
-    """A log line as a terminal leaves it: after its last carriage return that has text
-    behind it (a progress bar's latest state), not every update shown as an escaped CR."""
-    pieces = [piece for piece in line.split("\r") if piece.strip()]
-    return pieces[-1] if pieces else ""
-
-
-def _render_summary(store: Store, box: str, run_id: str, s: dict) -> None:
-    color = {"succeeded": "green", "running": "cyan", "starting": "cyan", "paused": "yellow",
-             "stopped": "yellow",
-             "resuming": "yellow"}.get(s["status"], "red")
-    # state.json comes from the box: its fields are text, never markup.
-    lines = [_row("status", f"[bold {color}]{escape(str(s['status']))}[/]"
-                  + (f"  exit {escape(str(s['exit_code']))}" if s.get("exit_code") is not None
-                     else "")
-                  + (f"  signal {escape(str(s['signal']))}" if s.get("signal") else ""))]
-    if s.get("duration") is not None:
-        lines.append(_row("elapsed", duration(s["duration"])))
-    if s.get("heartbeat_age") is not None and s["status"] == "running":
-        lines.append(_row("heartbeat", f"{s['heartbeat_age']:.0f}s ago"))
-    trained = progress.describe(progress.with_rate(s.get("training") or {},
-                                                   watch_mod.step_samples(store, box, run_id)),
-                                live=s["status"] in LIVE)
-    if trained:
-        lines.append(_row("metrics", escape(trained)))
-    if s.get("last_checkpoint"):
-        ckpt = s["last_checkpoint"]
-        lines.append(_row("ckpt", escape(ckpt["name"])
-                          + (f" (step {ckpt['step']})" if ckpt.get("step") is not None else "")
-                          + f", written {duration(max(0.0, time.time() - ckpt['mtime']))} ago"))
-    for i, r in enumerate(s.get("restarts") or [], 1):
-        why = f"exit {r.get('exit_code')}" + (f" {r['signal']}" if r.get("signal") else "")
-        lines.append(_row("restart", f"{i}: after {escape(why)} ({escape(str(r.get('cause')))})"))
-    if s.get("resume_from"):
-        lines.append(_row("resume", f"[bold]rgt resume {box} {run_id}[/] starts from "
-                                    f"{escape(s['resume_from'])}"))
-    for cause in s.get("causes") or []:
-        lines.append(_row("cause", escape(str(cause)), "red"))
-    if s.get("advice"):
-        lines.append(_row("advice", escape(str(s["advice"])), "yellow"))
-    if s.get("sync", {}).get("error"):
-        lines.append(_row("sync", escape(s["sync"]["error"]), "red"))
-    for path, rate in watch_mod.disk_trend(store, box, run_id).items():
-        lines.append(_row("disk", f"{escape(path)} {rate / 1e6:+.2f} MB/s"))
-    for warning in watch_mod.warnings(s):
-        lines.append(_row("warn", escape(warning), "yellow"))
-    if s["status"] in ("failed", "vanished", "sync-failed", "preempted", "stopped") and \
-            s.get("log_tail"):
-        lines.append("[bold]log tail[/]\n" + escape("\n".join(
-            _as_shown(line) for line in s["log_tail"][-10:])))
-    console.print(Panel("\n".join(lines), title=f"{box} · {run_id}", expand=False))
 
 
 @app.command()

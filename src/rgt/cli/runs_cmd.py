@@ -11,14 +11,13 @@ import typer
 from rich.text import Text
 
 from rgt.cli import app
-from rgt.cli.confirm import typed_name
 from rgt.cli.console import console, duration, escape, print_json
 from rgt.errors import UserError
-from rgt.lifecycle import cancel as cancel_mod
-from rgt.lifecycle import resume as resume_mod
-from rgt.lifecycle.watch import refresh
 from rgt.store import LIVE, Run, Store
 from rgt.textsafe import terminal_text
+
+# `rgt runs` of runs that ended asks no box: the lifecycle (platforms, specs, pydantic) is
+# imported by the verbs below that use it, when they run (bench/startup.py)
 
 
 def run_row(store: Store, run: Run) -> dict:
@@ -47,6 +46,8 @@ def runs_cmd(
     for b in boxes:
         for run in store.runs(b.name):
             if run.status in LIVE and b.state == "up":
+                from rgt.lifecycle.watch import refresh
+
                 with contextlib.suppress(UserError):  # unreachable: show the last seen
                     refresh(store, b, run)
             rows.append(run_row(store, run))
@@ -106,6 +107,8 @@ def resume(
                   ] = None,
 ) -> None:
     """Relaunch a failed, cancelled, preempted or vanished run from its job's checkpoints."""
+    from rgt.lifecycle import resume as resume_mod
+
     run, notes = resume_mod.resume(Store(), name, run_id, on=on)
     for note in notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
@@ -134,6 +137,9 @@ def cancel(
     The run reads `cancelled`; pull it like any other (its log, checkpoints, partial outputs),
     then `rgt down` works as usual.
     """
+    from rgt.cli.confirm import typed_name
+    from rgt.lifecycle import cancel as cancel_mod
+
     store = Store()
     box = store.box(name)
     if every:
@@ -160,6 +166,8 @@ def cancel(
 def _cancel_all(store: Store, box, run_id: str | None, grace: float | None, yes: bool) -> None:
     """`cancel --all`: the runs live on the box now, confirmed once, stopped one by one (each
     with its own grace, as `cancel RUN` gives it)."""
+    from rgt.cli.confirm import typed_name
+    from rgt.lifecycle import cancel as cancel_mod
     from rgt.lifecycle.every_run import live_runs
 
     if run_id is not None:

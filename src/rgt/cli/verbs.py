@@ -16,6 +16,8 @@ from typing import Any
 
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
+from rgt.cli.coerce import use_fast_coercion
+
 
 @dataclass(frozen=True)
 class Verb:
@@ -40,7 +42,7 @@ VERBS: tuple[Verb, ...] = (
          "Push the workdir, send secrets on stdin, start the job detached, and follow its log."),
     Verb("render", _CLI + "lifecycle_cmd",
          "Print what a platform would submit for a job, without any box or cluster."),
-    Verb("watch", _CLI + "lifecycle_cmd",
+    Verb("watch", _CLI + "watch_cmd",
          "The run's real state: reconciled with its process, heartbeat, disks, latest metrics."),
     Verb("logs", _CLI + "lifecycle_cmd", "Print the run's log (stdout and stderr, unbuffered)."),
     Verb("ssh", _CLI + "ssh_cmd",
@@ -123,11 +125,14 @@ class LazyVerbs(TyperGroup):
         ordered = {v.name: loaded.pop(v.name, None)
                    or _Listed(name=v.name, help=v.help, hidden=v.hidden) for v in VERBS}
         super().__init__(commands={**ordered, **loaded}, **attrs)
+        use_fast_coercion(self)  # `rgt`'s own options too (--version)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[Any, Any, list[str]]:
         name, command, rest = super().resolve_command(ctx, args)
         if isinstance(command, _Listed):
             command = self.commands[name] = load(name)
+        if command is not None:
+            use_fast_coercion(command)  # its values without pydantic (rgt.cli.coerce)
         return name, command, rest
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import codecs
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rgt.boxread import (
     MAX_LOG_BYTES,
@@ -20,13 +20,11 @@ from rgt.boxread import (
     with_box,
 )
 from rgt.errors import UserError
-from rgt.lifecycle import intent
-from rgt.platforms import platform_for
-from rgt.remote.summary import summarize
 from rgt.store import TERMINAL, Box, Run, Store
 from rgt.textsafe import LogFilter, log_text
-from rgt.transport import Transport
-from rgt.transport.base import Stalled
+
+if TYPE_CHECKING:
+    from rgt.transport import Transport
 
 # `watch --until-done` / `--follow` exit codes, one per outcome a script branches on (like
 # SkyPilot's `logs --status`); 2 stays "bad usage" as on every verb, 6 is BoxUnreachable.
@@ -53,6 +51,9 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
     "vanished"; where the platform has no such hook (RunPod) nothing will relaunch it, so it
     reads "vanished" at once and `rgt resume` is the way on.
     """
+    from rgt.lifecycle import intent
+    from rgt.remote.summary import summarize
+
     if box.state != "up":
         # nothing to ask: the last status rgt saw, in the shape every caller reads
         summary = summarize({})
@@ -150,6 +151,14 @@ def disk_trend(store: Store, box: str, run: str) -> dict[str, float]:
             elapsed = max(last["at"] - first["at"], 1e-6)
             trend[path] = (disk["bytes_used"] - before.get("bytes_used", 0)) / elapsed
     return trend
+
+
+def platform_for(profile: str) -> Any:
+    """The box's platform. Imported here, when a box is asked: the platforms (their specs,
+    pydantic) are most of what `rgt watch` of an ended run would otherwise load."""
+    from rgt.platforms import platform_for as platform_of
+
+    return platform_of(profile)
 
 
 UNREACHABLE_GIVE_UP_S = 900.0  # a box silent this long is down or gone: stop waiting, say so
@@ -259,6 +268,8 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
     one missed poll and the stream picks up from the last byte it printed; a box that stays
     silent is handled as in `wait_until_done`.
     """
+    from rgt.transport.base import Stalled
+
     offset = 0  # bytes of the box's log already read (not characters: see LogChunk)
     text = codecs.getincrementaldecoder("utf-8")("replace")  # a character cut between polls
     safe = LogFilter()  # colours and \r kept, other escapes gone, even cut between polls
