@@ -253,16 +253,16 @@ def run_cmd(
 
 
 def _job_spec(box: str, words: list[str]):
-    """The spec file named, or the inline job of `rgt run BOX -- CMD …` (after a `--` only: a
-    mistyped spec name must not run on the box as a command)."""
-    if len(words) == 1 and words[0].endswith((".yaml", ".yml", ".json")):
-        return load_spec(Path(words[0]))
-    if not words or "--" not in sys.argv[1:]:
+    """The spec file named, or the inline job of `rgt run BOX -- CMD …`: a command only after
+    a `--`, so that a mistyped spec name is never run on the box as a command."""
+    if "--" in sys.argv[1:] and words:
+        from rgt.lifecycle.inline_job import inline_spec
+
+        return inline_spec(words)
+    if len(words) != 1:
         raise UserError(f"give the job: `rgt run {box} JOB.yaml`, or a command after --: "
                         f"`rgt run {box} -- python train.py`")
-    from rgt.lifecycle.inline_job import inline_spec
-
-    return inline_spec(words)
+    return load_spec(Path(words[0]))
 
 
 @app.command("render")
