@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -115,3 +116,78 @@ def test_ls_idle_default_is_money_s():
     from rgt.lifecycle import money
 
     assert ls_cmd.IDLE_AFTER_MIN * 60 == money.IDLE_WARNING_S  # one GEN1 threshold
+
+
+def _ended_run(tmp_path: Path) -> tuple[Path, str]:
+    """A local box in its own RGT_HOME with one job run to its end and watched there."""
+    home, job = tmp_path / "home", tmp_path / "job"
+    job.mkdir()
+    (job / "job.yaml").write_text("name: job\nworkdir: .\nrun: echo step=1 loss=0.5\n")
+    env = {"RGT_HOME": str(home)}
+    assert rgt("up", "b", env=env).returncode == 0
+    run_id = rgt("run", "b", str(job / "job.yaml"), env=env).stdout.strip().splitlines()[-1]
+    done = rgt("watch", "b", run_id, "--until-done", "--timeout", "60", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return home, run_id
+
+
+def test_runs_and_watch_of_an_ended_run_ask_no_box(tmp_path):
+    """`rgt runs` of ended runs and a second `rgt watch` of an ended run load no platform,
+    spec, transport or pydantic: the summary watch saw at the end is shown from the store."""
+    home, run_id = _ended_run(tmp_path)
+    loaded, out = _imported_by(["runs"], home)
+    assert run_id in out and "succeeded" in out
+    assert loaded == set(), loaded
+    modules, out = _modules_of(["watch", "b", run_id], home)
+    assert "succeeded" in out and "step 1 · loss 0.5" in out and "when it had ended" in out
+    assert set(modules) <= {"rgt.lifecycle", "rgt.lifecycle.watch", "rgt.lifecycle.progress"}, \
+        modules
+    # the box is really not asked: its run directory gone, watch still answers from the store
+    shutil.rmtree(home / "boxes" / "b" / "scratch" / "rgt" / run_id)
+    again = rgt("watch", "b", run_id, "--json", env={"RGT_HOME": str(home)})
+    document = json.loads(again.stdout)
+    assert document["run"]["status"] == "succeeded" and document["run"]["checked_at"] > 0
+
+
+def test_watch_asks_the_box_again_once_the_store_changed_the_run(tmp_path):
+    home, run_id = _ended_run(tmp_path)
+    store = Store(home / "state.db")
+    store.update_run(run_id, status="failed")  # changed after watch kept its summary
+    store.db.close()
+    modules, out = _modules_of(["watch", "b", run_id], home)
+    assert "rgt.platforms" in modules and "when it had ended" not in out
+    assert "succeeded" in out  # the box's word again, not the store's
+
+
+def test_fast_coercion_gives_what_typer_gives(tmp_path):
+    """rgt.cli.coerce's values are Typer's adapter's values; what it is unsure of (and every
+    refusal) goes to the adapter, so a bad value reads as Typer words it."""
+    from typer._coercion import build_runtime_param, resolve_type_descriptor
+    from typer.models import OptionInfo
+
+    from rgt.cli.coerce import _UNSURE, _fast_value
+
+    cases = [(str, "x"), (str, ""), (int, "42"), (int, "-7"), (int, 3), (float, "1.5"),
+             (float, "2"), (float, 60), (float, 0.25), (list[str], ("a", "b")),
+             (bool, True), (int, "007"), (int, " 4"), (float, "1e3"), (float, "inf")]
+    for annotation, value in cases:
+        fast = _fast_value(annotation, OptionInfo(), value)
+        if fast is _UNSURE:
+            continue
+        adapter = build_runtime_param(resolve_type_descriptor(annotation, OptionInfo()))
+        typed = adapter._coerce_value(value, param=None, ctx=None)
+        assert (fast, type(fast)) == (typed, type(typed)), (annotation, value)
+    ranged = OptionInfo(min=0, max=10)
+    assert _fast_value(int, ranged, "11") is _UNSURE and _fast_value(int, ranged, "10") == 10
+    assert _fast_value(int, OptionInfo(), "4.5") is _UNSURE
+    bad = rgt("ls", "--idle-after", "soon", env={"RGT_HOME": str(tmp_path)})
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "Invalid value for '--idle-after': Input should be a valid number" in bad.stderr
+    assert rgt("ls", "--idle-after", "5", env={"RGT_HOME": str(tmp_path)}).returncode == 0
+
+
+def test_watch_resumable_statuses_are_resume_s():
+    from rgt.cli import watch_cmd
+    from rgt.lifecycle import resume
+
+    assert watch_cmd.RESUMABLE == resume.RESUMABLE
