@@ -14,8 +14,10 @@ from cloudkit import IMAGE, RUNPOD_IMAGE, rent_runpod, rgt_cli
 from fake_vast_api import offer
 
 from rgt.errors import UserError
-from rgt.platforms import lambda_cloud, platform_for, runpod
+from rgt.platforms import platform_for
 from rgt.platforms.base import Request
+from rgt.platforms.lambda_cloud import platform as lambda_cloud
+from rgt.platforms.runpod import platform as runpod
 from rgt.spec import Resources
 from rgt.store import Box
 

@@ -8,8 +8,9 @@ from cloudkit import LAMBDA_KEY, rgt_cli
 
 from rgt.errors import UserError
 from rgt.lifecycle import down as down_mod
-from rgt.platforms import lambda_cloud, platform_for
+from rgt.platforms import platform_for
 from rgt.platforms.http import ApiClient, ApiError
+from rgt.platforms.lambda_cloud import platform as lambda_cloud
 from rgt.store import Box
 
 

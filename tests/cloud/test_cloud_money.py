@@ -12,8 +12,9 @@ from cloudkit import IMAGE, rgt_cli
 from fake_vast_api import offer
 
 from rgt.errors import UserError
-from rgt.platforms import lambda_cloud, vastai
 from rgt.platforms.http import ApiError
+from rgt.platforms.lambda_cloud import platform as lambda_cloud
+from rgt.platforms.vastai import platform as vastai
 from rgt.store import Box
 
 

@@ -11,7 +11,8 @@ from cloudkit import RUNPOD_IMAGE as IMAGE
 from cloudkit import RUNPOD_KEY, rent_runpod
 
 from rgt.errors import UserError
-from rgt.platforms import platform_for, runpod
+from rgt.platforms import platform_for
+from rgt.platforms.runpod import platform as runpod
 from rgt.store import Box, Run
 
 

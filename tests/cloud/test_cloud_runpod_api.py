@@ -11,8 +11,8 @@ import pytest
 from cloudkit import RUNPOD_KEY
 
 from rgt.errors import UserError
-from rgt.platforms import runpod_api as rp
 from rgt.platforms.http import ApiError
+from rgt.platforms.runpod import api as rp
 
 IMAGE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"
 

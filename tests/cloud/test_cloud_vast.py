@@ -10,7 +10,7 @@ from cloudkit import IMAGE, VAST_KEY, rgt_cli
 from fake_vast_api import offer
 
 from rgt.errors import UserError
-from rgt.platforms import vastai
+from rgt.platforms.vastai import platform as vastai
 
 SAFE = {"verified": {"eq": True}, "rentable": {"eq": True}, "direct_port_count": {"gte": 1},
         "reliability2": {"gte": 0.98}}

@@ -19,7 +19,7 @@ from boxkit import write_job
 from oldpython import NO_PY38, PY38
 
 import rgt
-from rgt.platforms.slurm import SlurmPlatform
+from rgt.platforms.slurm.platform import SlurmPlatform
 from rgt.spec import JobSpec
 from rgt.store import Box
 

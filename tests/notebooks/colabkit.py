@@ -15,7 +15,7 @@ from pathlib import Path
 from conftest import FAKE_COLAB
 
 from rgt.examples import train_mlp
-from rgt.platforms.notebook_build import BUNDLE_NAME, CodeSource, build_notebook, bundle_workdir
+from rgt.platforms.notebook.build import BUNDLE_NAME, CodeSource, build_notebook, bundle_workdir
 from rgt.spec import JobSpec
 
 RUN_ID = "r1"

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from rgt.errors import UserError
-from rgt.platforms.kaggle_client import KaggleClient, kernel_folder
+from rgt.platforms.kaggle.api import KaggleClient, kernel_folder
 from rgt.spec import load_spec
 
 

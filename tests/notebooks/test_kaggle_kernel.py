@@ -184,7 +184,7 @@ def test_a_queued_version_reads_queued_then_runs(tmp_path):
 def test_statuses_rgt_does_not_know_are_unknown_with_the_raw_value(tmp_path):
     """A status the enum lacks (the client itself raises KeyError on it), a number, a control
     sequence: each is 'unknown' with the value as one printable line, never a crash."""
-    from rgt.platforms.kaggle_client import parse_status
+    from rgt.platforms.kaggle.api import parse_status
 
     assert parse_status({"status": "KERNEL_WORKER_STATUS_RUNNING"}).name == "running"
     assert parse_status({"status": "cancelAcknowledged"}).name == "cancel_acknowledged"

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from rgt.errors import UserError
-from rgt.platforms import slurm
+from rgt.platforms.slurm import platform as slurm
 from rgt.spec import JobSpec
 
 PATHS = slurm.ScriptPaths("/data/rgt/r1", "/data/rgt/r1/code", "/scratch/rgt/r1/ckpt",

@@ -48,13 +48,13 @@ REGISTRY: dict[str, str] = {
     "local": "rgt.platforms.ssh:SshPlatform",
     "generic-ssh": "rgt.platforms.ssh:SshPlatform",
     "autodl": "rgt.platforms.ssh:SshPlatform",
-    "lambda": "rgt.platforms.lambda_cloud:LambdaPlatform",
-    "vastai": "rgt.platforms.vastai:VastPlatform",
-    "slurm": "rgt.platforms.slurm:SlurmPlatform",
-    "runpod": "rgt.platforms.runpod:RunpodPlatform",
-    "kubernetes": "rgt.platforms.kubernetes:KubernetesPlatform",
-    "colab": "rgt.platforms.colab:ColabPlatform",
-    "kaggle": "rgt.platforms.kaggle:KagglePlatform",
+    "lambda": "rgt.platforms.lambda_cloud.platform:LambdaPlatform",
+    "vastai": "rgt.platforms.vastai.platform:VastPlatform",
+    "slurm": "rgt.platforms.slurm.platform:SlurmPlatform",
+    "runpod": "rgt.platforms.runpod.platform:RunpodPlatform",
+    "kubernetes": "rgt.platforms.k8s.platform:KubernetesPlatform",
+    "colab": "rgt.platforms.colab.platform:ColabPlatform",
+    "kaggle": "rgt.platforms.kaggle.platform:KagglePlatform",
 }
 
 # A profile of the user's own (RGT_PROFILE_PATH) gets the platform its `facts.kind` names.
@@ -62,7 +62,7 @@ BY_KIND: dict[str, str] = {
     "local": "rgt.platforms.ssh:SshPlatform",
     "ssh": "rgt.platforms.ssh:SshPlatform",
     "ssh-rental": "rgt.platforms.ssh:SshPlatform",
-    "slurm": "rgt.platforms.slurm:SlurmPlatform",
+    "slurm": "rgt.platforms.slurm.platform:SlurmPlatform",
 }
 
 

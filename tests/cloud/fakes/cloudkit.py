@@ -31,7 +31,7 @@ def rent_runpod(store: Any, sshd: Any, workspace: Path, gpu: Any = "RTX4090:1", 
                 name: str = "rp", **kwargs: Any) -> tuple[Any, list[str]]:
     """`runpod_up` on the fake RunPod (the `keyed` fixture: the pod leads to the real sshd),
     with what it said along the way."""
-    from rgt.platforms import runpod
+    from rgt.platforms.runpod import platform as runpod
 
     messages: list[str] = []
     box = runpod.runpod_up(store, name, gpu, RUNPOD_IMAGE, identity=str(sshd.client_key),

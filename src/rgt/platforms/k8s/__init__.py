@@ -1,4 +1,4 @@
-"""The parts of the Kubernetes platform (`rgt.platforms.kubernetes`), each small enough to read.
+"""The parts of the Kubernetes platform (`platform.py` here), each small enough to read.
 
     kubeconfig  the user's kubeconfig, read as kubectl reads it: KUBECONFIG merging, contexts,
                 clusters, users (token, token file, client certificates, exec plugins)

@@ -1,7 +1,7 @@
 """RunPod Pods: rent through RunPod's REST API v2, reach over full SSH, stop the meter by
 terminate, confirmed by polling until the pod is gone.
 
-The API itself, why v2, and what each pod status bills: rgt.platforms.runpod_api. Here, what
+The API itself, why v2, and what each pod status bills: rgt.platforms.runpod.api. Here, what
 rgt does about RunPod's traps (the runpod profile's RP gotchas):
 
 - Disks (RP2, RP3, RP4): a pod has a container disk (/, wiped on every stop or restart), a
@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.platforms import runpod_api as rp
 from rgt.platforms.base import (
     Launched,
     OfferQuery,
@@ -53,6 +52,7 @@ from rgt.platforms.base import (
     refuse_unsupported,
 )
 from rgt.platforms.http import AmbiguousCreate, ApiClient, adopt_lost_create, poll_interval
+from rgt.platforms.runpod import api as rp
 from rgt.platforms.ssh import SshPlatform
 from rgt.profiles import load_profile
 from rgt.remote.layout import Layout

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rgt.errors import UserError
-from rgt.platforms.notebook_build import _tar_gz, bundle_workdir, ckpt_library
+from rgt.platforms.notebook.build import _tar_gz, bundle_workdir, ckpt_library
 
-RUNTIME = Path(__file__).resolve().parent.parent / "onbox" / "kaggle_kernel.py"
+RUNTIME = Path(__file__).resolve().parents[2] / "onbox" / "kaggle_kernel.py"
 SCRIPT = "rgt-kernel.py"
 WORKING_LIMIT = 20 * 10**9  # /kaggle/working (kaggle profile: storage.working.cap)
 MAX_OUTPUT_FILES = 200_000  # a version's output listing, all its pages

@@ -7,16 +7,16 @@
 
 Nothing reaches a Colab runtime but the browser, so rgt never runs anything there. `rgt run`
 puts two files in the run's Drive folder, MyDrive/rgt/<run-id>/: the workdir as a bundle and
-the notebook (rgt.platforms.notebook_build), which the user opens in Colab and runs (Run all,
+the notebook (rgt.platforms.notebook.build), which the user opens in Colab and runs (Run all,
 again after every disconnect: it resumes, NB5). The notebook writes back to the same folder
 through Google: state.json (with a heartbeat), log.txt, out/ and MANIFEST.jsonl, and the job's
 checkpoints to MyDrive/rgt/jobs/<job>/ckpt — the lifecycle's own layout with DURABLE_DIR = the
 sync folder. DATA_DIR is a staging folder in RGT_HOME: the push, rgt.ckpt and any secrets
 file land there, never on Drive.
 
-The Transport is this machine's (rgt.platforms.notebooks): `watch` reads state.json and the log
-from the sync folder, and calls a run whose heartbeat stopped "paused" (the runtime died; Run
-all again), never ended. `pull` copies from the sync folder once every output matches the
+The Transport is this machine's (rgt.platforms.notebook.staging): `watch` reads state.json and
+the log from the sync folder, and calls a run whose heartbeat stopped "paused" (the runtime
+died; Run all again), never ended. `pull` copies from the sync folder once every output matches the
 MANIFEST.jsonl the notebook hashed from Drive itself: a file the sync has not finished is
 refused, not pulled. `down` has nothing to stop (the free tier bills nothing; the runtime ends
 by itself) and says what stays on Drive, in the user's Drive quota.
@@ -50,7 +50,7 @@ from rgt.platforms.base import (
     Teardown,
     refuse_unsupported,
 )
-from rgt.platforms.notebook_build import (
+from rgt.platforms.notebook.build import (
     BUNDLE_NAME,
     CodeSource,
     build_notebook,
@@ -58,7 +58,7 @@ from rgt.platforms.notebook_build import (
     inline_source,
     notebook_json,
 )
-from rgt.platforms.notebooks import (
+from rgt.platforms.notebook.staging import (
     check_manifest,
     gib,
     local_transport,

@@ -21,7 +21,7 @@ import rgt
 from rgt.errors import UserError
 from rgt.onbox import xfer
 
-RUNTIME = Path(__file__).resolve().parent.parent / "onbox" / "notebook.py"
+RUNTIME = Path(__file__).resolve().parents[2] / "onbox" / "notebook.py"
 BUNDLE_NAME = "code.tar.gz"
 MAX_BUNDLE_BYTES = 200 << 20  # Drive takes more, but a bigger workdir means data in the code
 

@@ -2,7 +2,7 @@
 
     rgt up NAME --profile kaggle        checks the credentials (KAGGLE_USERNAME + KAGGLE_KEY,
                                         kaggle.json or KAGGLE_API_TOKEN) and the GPU quota
-    rgt run NAME JOB.yaml               pushes attempt 1 (rgt.platforms.kaggle_client)
+    rgt run NAME JOB.yaml               pushes attempt 1 (rgt.platforms.kaggle.api)
 
 Kaggle runs a pushed kernel as a committed version and keeps /kaggle/working as its output
 only if the version completes (NB2); rgt's kernel (rgt.onbox.kaggle_kernel) always completes
@@ -14,7 +14,7 @@ whose kernel_sources is the previous one, which resumes from the checkpoints it 
 its first kernel mounts the newest kernel whose output held them (box.extra["ckpt_kernels"]),
 numbered on from it so that no kernel lists itself as a source.
 
-The box is a staging folder in RGT_HOME (rgt.platforms.notebooks): DATA_DIR = DURABLE_DIR =
+The box is a staging folder in RGT_HOME (rgt.platforms.notebook.staging): DATA_DIR = DURABLE_DIR =
 RGT_HOME/kaggle/<box>, so the lifecycle's layout holds a run as everywhere. When a version
 completes, `state` downloads its output to RUN_DIR/attempts/<n>/ (each file name checked),
 checks the declared outputs against the MANIFEST.jsonl the kernel hashed, and lays it out as
@@ -43,14 +43,14 @@ from typing import Any
 from rgt.errors import UserError
 from rgt.platforms.base import Launched, Platform, Released, Request, refuse_unsupported, size_gb
 from rgt.platforms.k8s.manifests import seconds_of
-from rgt.platforms.kaggle_client import (
+from rgt.platforms.kaggle.api import (
     SCRIPT,
     WORKING_LIMIT,
     KaggleClient,
     kernel_folder,
     machine_shape,
 )
-from rgt.platforms.notebooks import (
+from rgt.platforms.notebook.staging import (
     check_manifest,
     local_transport,
     manifest_entries,

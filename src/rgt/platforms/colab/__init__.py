@@ -1,0 +1,1 @@
+"""Colab: a notebook the user runs, synced through Google Drive (platform.py)."""

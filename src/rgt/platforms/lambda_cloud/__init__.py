@@ -1,0 +1,1 @@
+"""Lambda Cloud: rented instances through Lambda's public REST API (platform.py)."""

@@ -1,0 +1,1 @@
+"""vast.ai: rented containers from the marketplace's offers (platform.py)."""
