@@ -224,10 +224,6 @@ def test_sizes_fractions_and_kubernetes_images_read_as_skypilot_reads_them(tmp_p
 
 
 @pytest.mark.parametrize("task,says", [
-    ({"run": "x", "file_mounts": {"/d": {"name": "my-bucket", "mode": "MOUNT"}}},
-     "file_mounts./d is a cloud bucket (my-bucket, mode MOUNT): rgt creates and mounts no "
-     "buckets"),
-    ({"run": "x", "file_mounts": {"/d": "gs://b/p"}}, "gcloud storage cp"),
     ({"run": "x", "file_mounts": {"/d": {"source": "./here", "mode": "MOUNT"}}},
      "use mode: COPY"),
     ({"run": "x", "workdir": ".", "file_mounts": {"~/.ssh/id_rsa": "/etc/hostname"}},
@@ -238,8 +234,8 @@ def test_sizes_fractions_and_kubernetes_images_read_as_skypilot_reads_them(tmp_p
      "rgt has no gcp platform; the nearest rgt profile is kubernetes (GKE)"),
     ({"run": "x", "resources": {"instance_type": "p4d.24xlarge"}},
      "ask for what it holds: accelerators, cpus, memory"),
-    ({"run": "x", "workdir": {"url": "https://github.com/a/b", "ref": "main"}},
-     "clone it in `setup`"),
+    ({"run": "x", "workdir": {"url": "https://github.com/a/b", "branch": "main"}},
+     "takes `url` and an optional `ref`"),
     ({"run": "x", "config": {"kubernetes": {"pod_config": {}}}}, "`config` has no rgt"),
 ])
 def test_what_rgt_cannot_carry_is_named(tmp_path, monkeypatch, task, says):

@@ -8,10 +8,12 @@ So a SkyPilot user runs `rgt run BOX task.yaml` on the file they have. What maps
                                          every node with SKYPILOT_* set (rgt.remote.node_env)
     workdir                              pushed; relative to where rgt runs, as SkyPilot
                                          reads it; none: nothing is uploaded (taskfiles)
+    workdir: {url, ref}                  cloned on the box into the job's code dir, at ref
     file_mounts: {/dst: ./local}         pushed inside the workdir and copied to /dst before
-                                         setup; a source outside it, a bucket, or a local
-                                         source in MOUNT mode (writes would go to a bucket)
-                                         is refused by name
+                                         setup; a source outside it, or a local source in
+                                         MOUNT mode (writes would go to a bucket), is refused
+    file_mounts: {/dst: s3://b/p}        copied (COPY) or mounted (MOUNT) on the box with the
+                                         tool it has, before setup (rgt.buckets)
     envs: {K: V}                         env; a null or empty value is read from this shell
                                          and sent as a secret (SkyPilot: "required")
     secrets: {K: null}                   secrets: names only; rgt reads values from this shell
@@ -41,7 +43,7 @@ So a SkyPilot user runs `rgt run BOX task.yaml` on the file they have. What maps
       job_recovery                       and network as they are, and restarts only by recover:
 
 Services, pools, pipelines and job groups are named as what they are. Anything else
-(instance_type, zone, config, volumes, a git workdir …) is refused by name: rgt would
+(instance_type, zone, config, volumes …) is refused by name: rgt would
 otherwise run something other than what the file asks for.
 """
 
@@ -50,10 +52,11 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
-from rgt import taskfiles
+from rgt import buckets, taskfiles
 from rgt.errors import UserError
 
 TOP = {"name", "workdir", "setup", "run", "envs", "secrets", "num_nodes", "resources",
@@ -88,7 +91,6 @@ NEAREST = {"aws": "kubernetes (EKS) or generic-ssh (an EC2 instance you started)
 _ACCELERATOR = re.compile(r"^([A-Za-z0-9_\-]+)(?::(\d+(?:\.\d+)?))?$")
 # 8, 8+, 32GB, 32GB+, 1TB: SkyPilot's sizes are GB unless they say otherwise
 _AT_LEAST = re.compile(r"^(\d+(?:\.\d+)?)\s*(GB|TB|G|T)?\+?$", re.IGNORECASE)
-_BUCKET = re.compile(r"^([a-z0-9]+)://")
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _SKY_WORKDIR = re.compile(r"(?:~|\$HOME|\$\{HOME\})/sky_workdir\b")
 
@@ -139,6 +141,8 @@ def to_spec(data: dict[str, Any], *, default_name: str,
     refusal = what_it_is(data)
     if refusal:
         raise UserError(refusal)
+    config_notes = _docker_options(data["config"]) if "config" in data else []
+    data = {k: v for k, v in data.items() if k != "config"}
     unknown = sorted(set(data) - TOP - IGNORED_TOP)
     if unknown:
         raise UserError(f"SkyPilot field `{unknown[0]}` has no rgt equivalent; remove it (rgt "
@@ -158,19 +162,58 @@ def to_spec(data: dict[str, Any], *, default_name: str,
     # SkyPilot fills ${VAR} from envs into workdir and file_mounts when it reads the file
     values = {**{k: os.environ.get(k, "") for k in asked}, **spec["env"]}
     workdir = _filled(data.get("workdir"), values)
-    if workdir is not None and not isinstance(workdir, str):
-        raise UserError("SkyPilot `workdir` from a git repository ({url, ref}) is not fetched "
-                        "by rgt: clone it in `setup` (git clone --branch REF URL)")
-    copies = _local_mounts(_filled(data.get("file_mounts"), values), cwd)
+    clone = _git_workdir(workdir) if isinstance(workdir, dict) else []
+    if clone:
+        workdir = None
+    elif workdir is not None and not isinstance(workdir, str):
+        raise UserError("SkyPilot `workdir` must be a path or a git repository {url, ref}")
+    mount_notes: list[str] = []
+    copies, bucket_lines = _mounts(_filled(data.get("file_mounts"), values), cwd, mount_notes)
     pushed = taskfiles.pushed_dir(workdir, [src for _, src in copies], cwd)
     spec["workdir"] = str(pushed)
     setup = _workdir_named(_text(data["setup"], "setup")) if data.get("setup") else ""
-    spec["setup"] = "\n".join([*taskfiles.copy_lines(copies, pushed, "file_mounts"), setup])
+    spec["setup"] = "\n".join([*clone, *taskfiles.copy_lines(copies, pushed, "file_mounts"),
+                               *bucket_lines, setup])
     resources, notes = _resources(data.get("resources") or {})
+    notes = [*config_notes, *mount_notes, *notes]
     if data.get("num_nodes") is not None:
         resources["nodes"] = _count(data["num_nodes"], "num_nodes")
     spec["resources"] = resources
     return spec, notes
+
+
+def _docker_options(config: Any) -> list[str]:
+    """A task's `config:` (SkyPilot's per-task settings): only `docker.run_options` has a
+    meaning on a box that is already running, and rgt says it is not applied; the rest
+    (kubernetes pod_config, provisioning settings …) is refused by name."""
+    docker = config.get("docker") if isinstance(config, dict) else None
+    if not isinstance(config, dict) or set(config) != {"docker"} or not isinstance(docker, dict) \
+            or set(docker) != {"run_options"}:
+        keys = sorted(config) if isinstance(config, dict) else [str(config)]
+        named = ", ".join(map(str, keys))
+        raise UserError(f"SkyPilot field `config` has no rgt equivalent ({named}): rgt uses "
+                        "the box as it is; remove it, or set the same "
+                        "up with the platform (`rgt up` options, the cluster's own settings)")
+    options = docker["run_options"]
+    shown = " ".join(options) if isinstance(options, list) else str(options)
+    return [f"config.docker.run_options {shown!r} is not applied: rgt runs in the box's "
+            "container as it was started (its /dev/shm, IPC namespace and capabilities)"]
+
+
+def _git_workdir(given: dict[str, Any]) -> list[str]:
+    """SkyPilot's `workdir: {url, ref}`: the repository cloned into the job's code directory
+    on the box (where a pushed workdir would be), at `ref` (a branch, tag or commit). A
+    resumed run finds the clone there and only checks `ref` out again (setup runs on every
+    attempt)."""
+    url, ref = given.get("url"), given.get("ref")
+    if not isinstance(url, str) or not url or set(given) - {"url", "ref"}:
+        raise UserError("SkyPilot `workdir` from git takes `url` and an optional `ref`, "
+                        f"not {sorted(given)}")
+    fail = shlex.quote(f"[rgt] workdir: could not clone {url}; the box needs git and access "
+                       "to the repository (a private one: a token in `secrets`)")
+    checkout = f" && git checkout --quiet {shlex.quote(str(ref))}" if ref else ""
+    return [f"{{ [ -d .git ] || git clone --quiet {shlex.quote(url)} . ; }}{checkout} "
+            f"|| {{ echo {fail} >&2; exit 1; }}"]
 
 
 def _workdir_named(script: str) -> str:
@@ -191,13 +234,15 @@ def _filled(value: Any, envs: dict[str, str]) -> Any:
     return value
 
 
-def _local_mounts(mounts: Any, cwd: Path) -> list[tuple[str, Path]]:
-    """(destination, local source) for every file mount rgt carries; the rest refused."""
+def _mounts(mounts: Any, cwd: Path,
+            notes: list[str]) -> tuple[list[tuple[str, Path]], list[str]]:
+    """(destination, local source) for every local file mount rgt pushes, and the setup
+    lines that copy or mount every bucket (rgt.buckets); the rest refused by name."""
     if mounts is None:
-        return []
+        return [], []
     if not isinstance(mounts, dict):
         raise UserError("SkyPilot `file_mounts` must be a mapping /dst: source")
-    copies = []
+    copies, lines = [], []
     for dst, given in mounts.items():
         field = f"file_mounts.{dst}"
         source, mode = given, "COPY"
@@ -205,28 +250,28 @@ def _local_mounts(mounts: Any, cwd: Path) -> list[tuple[str, Path]]:
             source, mode = given.get("source"), str(given.get("mode") or "MOUNT").upper()
             if isinstance(source, list) and len(source) == 1:
                 source = source[0]
+            if given.get("persistent") is False:
+                notes.append(f"{field}: `persistent: false` is not honoured: rgt deletes no "
+                             "bucket, so it outlives the run")
             if source is None:
-                raise UserError(f"{field} is a cloud bucket ({given.get('name') or 'unnamed'}"
-                                f", mode {mode}): rgt creates and mounts no buckets; mount it "
-                                "in `setup` (mountpoint-s3, gcsfuse, rclone) or use the box's "
-                                "durable dir ($RGT_CKPT_DIR)")
+                source = buckets.bucket_url(given, field, notes)
         if not isinstance(source, str):
             raise UserError(f"{field}: expected one source path or bucket URL")
-        bucket = _BUCKET.match(source)
-        if bucket or source.startswith("$"):
-            tool = {"s3": "the AWS CLI (pip install awscli): aws s3 sync",
-                    "gs": "the gcloud CLI: gcloud storage cp -r",
-                    "r2": "the AWS CLI against R2's endpoint: aws s3 sync --endpoint-url",
-                    "https": "curl -fLo", "http": "curl -fLo"}.get(
-                        bucket[1] if bucket else "", "the storage's own CLI")
-            raise UserError(f"{field}: {source} is not copied by rgt; fetch it in `setup` "
-                            f"with {tool} (credentials as `secrets`)")
+        if buckets.is_bucket(source):
+            lines.append(buckets.setup_line(taskfiles.box_path(str(dst), "file_mounts"),
+                                            str(dst), source, mode, field, notes))
+            continue
+        if "$" in source:
+            raise UserError(f"{field}: {source} names a variable with no value here; set it in "
+                            "`envs` or export it before rgt runs")
         if mode != "COPY":
             raise UserError(f"{field}: a local source in mode {mode} is uploaded to a bucket "
                             "that the job's writes go back to; rgt creates no buckets: use "
                             "mode: COPY (a copy on the box) or the box's durable dir")
         copies.append((str(dst), taskfiles.resolve(source, cwd)))
-    return copies
+    if lines:
+        notes.append(buckets.CREDENTIALS)
+    return copies, lines
 
 
 def _text(value: Any, field: str) -> str:
@@ -244,7 +289,7 @@ def _secret_names(secrets: Any) -> list[str]:
         return [str(s) for s in secrets]
     if not isinstance(secrets, dict):
         raise UserError("SkyPilot `secrets` must be a mapping NAME: null")
-    given = [k for k, v in secrets.items() if v is not None]
+    given = [k for k, v in secrets.items() if v not in (None, "")]
     if given:
         raise UserError(f"secrets.{given[0]} has its value in the file: rgt reads secret values "
                         "from this shell's environment and sends them on stdin; write "
