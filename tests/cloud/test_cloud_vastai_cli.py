@@ -67,6 +67,54 @@ def test_search_offers_both_forms(vast_api, vastai_cli):
     assert "102" in table.stdout and "RTX_4090" in table.stdout
 
 
+# The client's own documented query forms (`vastai search offers --help`, its Examples, and
+# issue 30's three): parse_query (vastai/api/query.py) sends every value as the text typed
+# ("1", "0.98"), sizes scaled by offers_mult (gpu_ram GB -> MB, duration days -> s), a dotted
+# driver_version as one number, and geolocation as a two-letter country code.
+DOCUMENTED_OFFERS = [
+    offer(101, gpu="RTX 3090", dph=0.30, geolocation="Taiwan, TW", cpu_arch="amd64"),
+    offer(102, gpu="RTX 4090", dph=1.60, reliability=0.97, num_gpus=4,
+          geolocation="Sweden, SE"),
+    offer(103, gpu="RTX 4090", dph=1.70, num_gpus=4, geolocation="Sweden, SE"),
+    offer(104, gpu="A100", dph=1.20, reliability=0.999, cuda=11.8, geolocation="China, CN",
+          datacenter=True, cpu_arch="arm64"),
+    offer(105, gpu="RTX 4090", dph=2.50, verified=False, num_gpus=8),
+]
+DOCUMENTED_QUERIES = [
+    (["reliability > 0.98 num_gpus=1 gpu_name=RTX_3090"], [101]),
+    (["compute_cap > 610 total_flops > 5 datacenter=True"], [104]),
+    (["reliability>0.99 num_gpus=4 geolocation in [TW,SE]"], [103]),
+    (['reliability>0.99 gpu_name in ["RTX 4090", "RTX 3090"] geolocation notin [CN,VN]'],
+     [101, 103]),
+    (["disk_space>146 duration>24 gpu_ram>10 cuda_vers>=12.1 direct_port_count>=2 "
+      "driver_version >= 535.86.05"], [101, 102, 103]),
+    (["reliability > 0.99  num_gpus>=4 verified=False", "-o", "num_gpus-"], [105]),
+    (["cpu_arch=arm64"], [104]),
+    (["num_gpus=1"], [101, 104]),
+    (["reliability>0.98"], [101, 103, 104]),
+    (["dph_total<1"], [101]),
+]
+
+
+@pytest.mark.parametrize("args,ids", DOCUMENTED_QUERIES,
+                         ids=[" ".join(a) for a, _ in DOCUMENTED_QUERIES])
+def test_search_offers_documented_queries(vast_api, vastai_cli, args, ids):
+    """Every documented query form, typed as the docs type it, finds the offers it describes:
+    the fake compares the client's text values as the numbers, sizes and codes they name."""
+    vast_api.offers = DOCUMENTED_OFFERS
+    found = vastai_cli("search", "offers", *args, "--raw")
+    assert found.returncode == 0, found.stderr
+    assert "Failed with error" not in found.stderr, found.stderr
+    assert sorted(o["id"] for o in json.loads(found.stdout)) == ids
+
+
+def test_search_offers_refuses_a_value_that_is_no_number(vast_api, vastai_cli):
+    vast_api.offers = DOCUMENTED_OFFERS
+    bad = vastai_cli("search", "offers", "num_gpus>two", "--raw")
+    assert '"status_code": 400' in bad.stderr and "'two' is not a number" in bad.stderr, \
+        (bad.stdout, bad.stderr)
+
+
 @pytest.mark.parametrize("flags,runtype", [
     ((), "ssh"),
     (("--ssh",), "ssh_proxy"),

@@ -85,14 +85,56 @@ BOOT = [("created", None, "Pulling image"),
 
 def offer(id: int, *, gpu: str = "RTX 4090", dph: float = 0.40, reliability: float = 0.995,
           verified: bool = True, direct: int = 4, cuda: float = 12.4, rentable: bool = True,
-          up: float = 0.0, down: float = 0.0, min_bid: float = 0.15) -> dict[str, Any]:
+          up: float = 0.0, down: float = 0.0, min_bid: float = 0.15,
+          **fields: Any) -> dict[str, Any]:
+    """One offer row. `reliability` is both `reliability2` (what the API's rows and rgt read)
+    and `reliability` (the field the client's queries name: offers_fields lists it, not
+    reliability2). Sizes are in the API's units: gpu_ram/cpu_ram in MB, duration in seconds."""
     return {"id": id, "ask_contract_id": id, "gpu_name": gpu, "num_gpus": 1, "dph_base": dph,
             "dph_total": dph, "storage_total_cost": 0.0, "external": False, "score": 1.0,
             "inet_up_cost": up, "inet_down_cost": down, "reliability2": reliability,
+            "reliability": reliability,
             "verified": verified, "rentable": rentable, "rented": False,
             "direct_port_count": direct, "cuda_max_good": cuda, "driver_version": "550.54.14",
             "disk_space": 200.0, "storage_cost": 0.15, "min_bid": min_bid,
-            "geolocation": "Sweden, SE"}
+            "geolocation": "Sweden, SE", "gpu_ram": 24564.0, "gpu_total_ram": 24564.0,
+            "cpu_ram": 64000.0, "cpu_cores": 16, "cpu_cores_effective": 8.0,
+            "duration": 30 * 86400.0, "compute_cap": 890, "total_flops": 82.6,
+            "datacenter": False, "cpu_arch": "amd64", "inet_up": 800.0, "inet_down": 900.0,
+            "machine_id": 4242, "host_id": 77, **fields}
+
+
+def _driver_number(version: str) -> int:
+    """535.86.05 → 535086005: the one number the client sends for a dotted driver_version
+    (vastai/api/query.py numeric_version), so that >= compares versions."""
+    major, minor, patch = version.split(".")
+    return int(major.zfill(3) + minor.zfill(3) + patch.zfill(3))
+
+
+def _as_row_type(key: str, row_value: Any, want: Any) -> Any:
+    """A query value as the row's type: the client sends numbers as the text typed ("1",
+    "0.98"), lists of them for in/notin, and a geolocation as a country code ("SE")."""
+    if isinstance(want, list):
+        return [_as_row_type(key, row_value, w) for w in want]
+    if want is None or isinstance(row_value, bool) or isinstance(want, bool):
+        return want
+    if isinstance(row_value, int | float):
+        try:
+            return float(want)
+        except (TypeError, ValueError):
+            raise ValueError(f"{want!r} is not a number") from None
+    return want
+
+
+def _holds(key: str, row_value: Any, op: str, want: Any) -> bool:
+    if key == "geolocation" and isinstance(row_value, str):  # "Sweden, SE" is matched by SE
+        row_value = row_value.rsplit(",", 1)[-1].strip()
+    if key == "driver_version" and isinstance(want, int | float) and isinstance(row_value, str):
+        row_value = _driver_number(row_value)
+    want = _as_row_type(key, row_value, want)
+    if isinstance(row_value, bool) and isinstance(want, str):  # "true"/"false" as typed
+        want = want.lower() == "true"
+    return OPS[op](row_value, want)
 
 
 class FakeVast(FakeApi):
@@ -256,7 +298,11 @@ class FakeVast(FakeApi):
                     if op not in OPS:
                         return 400, {"success": False, "error": "invalid_args",
                                      "msg": f"unknown operator {op}"}
-                    rows = [r for r in rows if key in r and OPS[op](r[key], value)]
+                    try:
+                        rows = [r for r in rows if key in r and _holds(key, r[key], op, value)]
+                    except ValueError as e:
+                        return 400, {"success": False, "error": "invalid_args",
+                                     "msg": f"{key}: {e}"}
             for field, direction in q.get("order", []):
                 rows.sort(key=lambda r, f=field: r.get(f, 0), reverse=direction == "desc")
         return 200, {"offers": rows}
