@@ -115,7 +115,7 @@ def rents(profile: str) -> bool:
     """Whether `up` with this profile and no --ssh/--host rents through the platform's API."""
     from rgt.platforms import platform_for
 
-    return bool(getattr(platform_for(profile), "rents", False))
+    return platform_for(profile).rents
 
 
 def rent_action(box: str, argv: list[str]) -> dict[str, Any]:

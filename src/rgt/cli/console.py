@@ -53,10 +53,13 @@ def print_registered(box, profile, first: bool, then: str = "") -> None:
     """What every newly registered box shows: its directories, the platform's danger clocks
     on the user's first box of that platform, and the next step."""
     console.print(f"  data    {escape(box.data_dir)}\n  durable {escape(box.durable_dir)}")
-    if box.extra.get("python"):  # what runs rgt's on-box scripts, found once at `up`
-        console.print(f"  python  {escape(box.extra['python'])} "
-                      f"{escape(str(box.extra.get('python_version')))} "
-                      f"({escape(str(box.extra.get('python_executable')))})")
+    from rgt.boxfacts import facts  # imported when a box is shown, not at every start
+
+    found = facts(box)
+    if found.python:  # what runs rgt's on-box scripts, found once at `up`
+        console.print(f"  python  {escape(found.python)} "
+                      f"{escape(str(found.python_version))} "
+                      f"({escape(str(found.python_executable))})")
     if first:
         lines = [f"[bold red]⚠ {escape(c)}[/]" for c in profile.surface.danger_clocks]
         lines += [f"[green]✓[/] {escape(c)}" for c in profile.surface.conveniences]

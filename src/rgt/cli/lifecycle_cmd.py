@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from rich.panel import Panel
 
+from rgt.boxfacts import facts
 from rgt.cli import app
 from rgt.cli import cloud_cmd as cloud
 from rgt.cli.confirm import typed_name
@@ -149,11 +150,11 @@ def up(
     box, prof, first = boxes.up(store, name, profile, target, rate=rate, data_dir=data_dir,
                                 durable_dir=durable_dir, resources=resources,
                                 options=options, on_wait=cloud.progress)
-    if "instance_id" in box.extra:  # rented here, through the platform's API
+    if facts(box).rented:  # rented here, through the platform's API
         cloud.show_rented(box, first)
         return
     console.print(f"[green]✓[/] box [bold]{name}[/] ({prof.name}) answers: "
-                  f"{escape(box.extra.get('uname', ''))}")
+                  f"{escape(facts(box).uname or '')}")
     print_registered(box, prof, first)
     if chosen:
         console.print("[yellow]note:[/] no --profile: registered as generic-ssh, a machine whose "

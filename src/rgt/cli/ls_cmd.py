@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from rgt.boxfacts import facts
 from rgt.cli import app
 from rgt.cli.console import console, duration, escape, print_json
 from rgt.store import Store
@@ -50,11 +51,11 @@ def ls_cmd(
     if as_json:
         print_json("ls", boxes=[{
             "name": ln.box.name, "profile": ln.box.profile, "state": ln.box.state,
-            "stopped_by": ln.box.extra.get("stopped_by") if ln.box.state == "down" else None,
-            "waiting_for_you": (ln.box.extra.get("awaiting_console") or {}).get("how")
+            "stopped_by": facts(ln.box).stopped_by if ln.box.state == "down" else None,
+            "waiting_for_you": (facts(ln.box).awaiting_console or {}).get("how")
             if ln.box.state == "up" else None,
-            "dismissed_billing": ln.box.extra.get("dismissed_billing"),
-            "instance": ln.box.extra.get("instance_id"), "uptime_s": ln.uptime_s,
+            "dismissed_billing": facts(ln.box).dismissed_billing,
+            "instance": facts(ln.box).instance_id, "uptime_s": ln.uptime_s,
             "spent_usd": ln.spent, "walltime_s": ln.walltime_s, "live_runs": ln.live_runs,
             "idle_s": ln.idle_s, "clocks": ln.clocks, "still_billing": ln.still_billing,
             "at_risk": at_risk(ln.box) if ln.box.state == "up" else [],
@@ -86,7 +87,7 @@ def _print_table(shown: list, idle_after_min: float) -> None:
     # A box name too long for the row to fit gets a line of its own (and one note line less).
     limit = console.width - sum(widths[1:]) - 2 * len(widths[1:])
     widths[0] = max([3] + [len(row[0]) for row in rows if len(row[0]) <= limit])
-    instances = [str(ln.box.extra.get("instance_id") or "-") for ln in shown]
+    instances = [str(facts(ln.box).instance_id or "-") for ln in shown]
     with_instance = any(i != "-" for i in instances)
     _print_row(header, widths, "INSTANCE" if with_instance else None, style="bold")
     for ln, row, instance in zip(shown, rows, instances, strict=True):
@@ -113,15 +114,15 @@ def state_word(box) -> str:
     """up; up but waiting for the user's console step (`down --yes` where rgt cannot stop the
     meter); down, stopped by rgt itself or by the user's typed word."""
     if box.state == "up":
-        return "up, waiting for you" if box.extra.get("awaiting_console") else "up"
-    by = box.extra.get("stopped_by")
+        return "up, waiting for you" if facts(box).awaiting_console else "up"
+    by = facts(box).stopped_by
     return f"down ({'by rgt' if by == 'rgt' else 'by your word'})" if by else box.state
 
 
 def _notes(ln, idle_after_min: float) -> list[str]:
     """What the user should know about the box, the ones that cost money first (markup)."""
     notes = []
-    waiting = ln.box.extra.get("awaiting_console") if ln.box.state == "up" else None
+    waiting = facts(ln.box).awaiting_console if ln.box.state == "up" else None
     if waiting:
         how = escape(str(waiting.get("how")))
         notes.append(f"[bold red]still billing: stop it in the console ({how}), then "
@@ -142,7 +143,7 @@ def at_risk(box) -> list[dict]:
     """What the box's platform last measured as at risk (Drive space, a GPU quota), with its
     age: `rgt up` and `rgt watch` measure it, ls only reads the store (it asks no platform)."""
     return [{"what": str(r.get("what")), "age_s": max(0.0, time.time() - float(r.get("at") or 0))}
-            for r in box.extra.get("at_risk") or [] if isinstance(r, dict) and r.get("what")]
+            for r in facts(box).at_risk if r.get("what")]
 
 
 @app.command("dismiss")
@@ -160,7 +161,7 @@ def dismiss_cmd(
 
     store = Store()
     box = store.box(name)
-    lines = list(box.extra.get("still_billing") or [])
+    lines = list(facts(box).still_billing or [])
     if box.state != "down":
         raise UserError(f"{name} is up: its meter runs; `rgt down {name}` first (dismiss is for "
                         "what bills after a box is down)")

@@ -6,6 +6,7 @@ import re
 import shlex
 from typing import Any
 
+from rgt.boxfacts import facts
 from rgt.platforms import Platform, platform_for
 from rgt.profiles import load_profile
 from rgt.remote.calls import run_json
@@ -54,7 +55,7 @@ def audit(store: Store, box_name: str, spec: JobSpec | None = None) -> dict[str,
         home = transport.run('printf "%s" "$HOME"', timeout=30).stdout.strip()
         hf_cache = hf_cache.replace("$HOME", home)
         # A box registered before `up` recorded its interpreter: look, as `up` now does.
-        box_python = box.extra.get("python") or find_python(
+        box_python = facts(box).python or find_python(
             transport, python_candidates(profile)).command
         python = named or box_python
         report = run_json(transport, "audit", "--dirs", box.data_dir, box.durable_dir,

@@ -18,6 +18,7 @@ from typing import Any
 
 from rgt.errors import UserError
 from rgt.platforms import platform_for
+from rgt.platforms.base import Ability
 from rgt.profiles import load_profile
 from rgt.remote.calls import run_json
 from rgt.store import LIVE, Box, Run, Store
@@ -41,7 +42,7 @@ def grace_for(box: Box, run: Run, asked: float | None) -> float:
     --grace, else the profile's."""
     platform = platform_for(box.profile)
     own = None
-    if hasattr(platform, "cancel_grace") and run.status in LIVE and box.state == "up":
+    if Ability.CANCEL_GRACE in platform.abilities() and run.status in LIVE and box.state == "up":
         own = platform.cancel_grace(box, run)
     if own is None:
         return default_grace(box) if asked is None else asked
@@ -68,7 +69,7 @@ def cancel(store: Store, box: Box, run: Run, grace_s: float) -> dict[str, Any]:
     try:
         # the platform's scheduler first (None: the run is the on-box runner's, stop it there)
         report = platform.cancel(transport, box, run, grace_s) \
-            if hasattr(platform, "cancel") else None
+            if Ability.CANCEL in platform.abilities() else None
         if report is None:
             report = _stop_on_box(transport, f"{run.remote_dir}/state.json", grace_s)
     finally:

@@ -7,19 +7,20 @@ import contextlib
 import math
 from typing import Any
 
+from rgt.boxfacts import facts
 from rgt.errors import UserError
 from rgt.platforms import REGISTRY, platform_for
-from rgt.platforms.base import OfferQuery, Offers
+from rgt.platforms.base import Ability, OfferQuery, Offers
 from rgt.profiles import load_profile
 from rgt.store import Box, Store
 
 
-def renting_profiles(verb: str) -> list[str]:
+def renting_profiles(verb: Ability) -> list[str]:
     """The registered profiles whose platform has `verb` (for the message that names them)."""
     names = []
     for name in REGISTRY:
         with contextlib.suppress(Exception):  # a platform whose extra is missing: not listed
-            if hasattr(platform_for(name), verb):
+            if verb in platform_for(name).abilities():
                 names.append(name)
     return names
 
@@ -30,10 +31,10 @@ def offers(profile: str, query: OfferQuery) -> Offers:
     check_query(query)
     name = load_profile(profile).name
     platform = platform_for(name)
-    if not hasattr(platform, "offers"):
+    if Ability.OFFERS not in platform.abilities():
         raise UserError(f"--profile {name} has no offers to list: rgt does not rent its "
                         f"machines through an API. `rgt offers` lists what "
-                        f"{', '.join(renting_profiles('offers'))} rent")
+                        f"{', '.join(renting_profiles(Ability.OFFERS))} rent")
     return platform.offers(query)
 
 
@@ -60,9 +61,9 @@ def cloud_status(store: Store, name: str) -> tuple[Box, dict[str, Any]]:
     """The box, and what its platform's API says about its instance (or pod)."""
     box = store.box(name)
     platform = platform_for(box.profile)
-    if not hasattr(platform, "cloud_status") or not box.extra.get("instance_id"):
+    if Ability.CLOUD_STATUS not in platform.abilities() or not facts(box).rented:
         raise UserError(f"box {name!r} ({box.profile}) was not rented through an API: "
                         f"`rgt cloud-status` asks the control plane of a box `rgt up` rented "
-                        f"({', '.join(renting_profiles('cloud_status'))}); "
+                        f"({', '.join(renting_profiles(Ability.CLOUD_STATUS))}); "
                         f"`rgt watch {name}` shows its runs")
     return box, platform.cloud_status(store, box)

@@ -18,11 +18,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from rgt.boxfacts import facts
 from rgt.errors import UserError
 from rgt.lifecycle import census, down_journal, interrupt
 from rgt.lifecycle.boxes import connect
 from rgt.lifecycle.watch import refresh
 from rgt.platforms import ReleaseRefused, Teardown, platform_for
+from rgt.platforms.base import Ability
 from rgt.profiles import Profile, load_profile
 from rgt.store import LIVE, TERMINAL, Box, Evidence, Run, Store, TeardownRecord, rgt_home
 
@@ -210,7 +212,7 @@ def plan_down(store: Store, box_name: str) -> DownPlan:
     if plan.profile.facts.kind == "local":
         plan.deletes = local_deletes(box, runs)
     platform = platform_for(box.profile)
-    if hasattr(platform, "teardown"):
+    if Ability.TEARDOWN in platform.abilities():
         plan.teardown = platform.teardown(store, box)
     return plan
 
@@ -268,7 +270,7 @@ def local_deletes(box: Box, runs: list[Run]) -> list[str]:
     only the run dirs rgt made in it (<data_dir>/rgt/<run-id>)."""
     data = os.path.normpath(box.data_dir)
     durable = os.path.normpath(box.durable_dir)
-    made = box.extra.get("created_dirs") or []
+    made = facts(box).created_dirs
     inside = durable == data or durable.startswith(data + os.sep)
     if data in made and not inside:
         return [data]
@@ -368,7 +370,7 @@ def await_console_stop(store: Store, plan: DownPlan) -> str:
     how = stop.how or stop.name
     box = store.box(plan.box.name)
     store.update_box(box.name, extra={**box.extra, "awaiting_console": {
-        "since": box.extra.get("awaiting_console", {}).get("since") or time.time(),
+        "since": (facts(box).awaiting_console or {}).get("since") or time.time(),
         "how": how}})
     store.record("down-awaiting", {"how": how}, box=box.name)
     return how
@@ -395,7 +397,9 @@ def _execute_down(store: Store, plan: DownPlan, teardown: TeardownRecord) -> str
     box = store.box(plan.box.name)  # a release may have recorded what still bills
     outcome = down_journal.outcome(teardown, box.durable_dir)
     # a platform that looked (e.g. Lambda: no filesystem attached) may honestly say "nothing"
-    still_billing = box.extra.get("still_billing", teardown.plan["still_billing"])
+    still_billing = facts(box).still_billing
+    if still_billing is None:  # the platform said nothing: as the plan said
+        still_billing = teardown.plan["still_billing"]
     extra = {k: v for k, v in box.extra.items() if k != "awaiting_console"}
     with store.batch():
         store.update_box(box.name, state="down", down_at=time.time(),

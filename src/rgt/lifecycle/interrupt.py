@@ -74,7 +74,10 @@ def launch_interrupted(platform, box: Box, run_dir: str, run_id: str, *,
     record `rgt run` made before the start. Where that cannot be told (no answer, a scheduler's
     submission, a removal that failed) the record stays "launching" for the next verb to
     settle (rgt.lifecycle.intent). Returns the exception to raise."""
-    scheduled = hasattr(platform, "dependency_on")  # sbatch and friends: cannot ask by name
+    from rgt.platforms.base import Ability  # a launch has the platforms loaded already
+
+    # sbatch and friends: cannot ask by name
+    scheduled = Ability.DEPENDENCY_ON in platform.abilities()
     with shielded():
         try:
             transport = platform.connect(box)

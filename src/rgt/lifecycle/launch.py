@@ -26,7 +26,7 @@ from rgt.lifecycle.pushlist import push_excludes
 from rgt.lifecycle.ship import ship_library
 from rgt.lifecycle.watch import refresh
 from rgt.platforms import Platform, platform_for
-from rgt.platforms.base import refuse_foreign_sections
+from rgt.platforms.base import Ability, refuse_foreign_sections
 from rgt.profiles import Profile, load_profile
 from rgt.remote.calls import write_file
 from rgt.remote.layout import Layout
@@ -75,7 +75,7 @@ def refuse_unlaunchable(box: Box, platform: Platform, spec: JobSpec, after: str 
         raise UserError(f"box {box.name!r} is down; register a new one with `rgt up`")
     refuse_foreign_sections(platform, spec)
     fit.refuse_tpu(spec)
-    if (spec.grid or after) and not hasattr(platform, "dependency_on"):
+    if (spec.grid or after) and Ability.DEPENDENCY_ON not in platform.abilities():
         what = "a sweep (`grid`)" if spec.grid else "--after"
         raise UserError(f"{what} needs a scheduler (the slurm profile's job arrays and "
                         f"dependencies); on a {box.profile} box, run one job per cell")
@@ -216,7 +216,7 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
 def settle_failed_launch(store: Store, box: Box, run: Run, platform: Platform) -> None:
     """The platform's start failed (or was refused) after the run was recorded: forget the
     run if nothing of it runs on the box, keep it (adopted) if the runner did start."""
-    if hasattr(platform, "dependency_on"):  # a scheduler refused the submission: no job
+    if Ability.DEPENDENCY_ON in platform.abilities():  # a scheduler refused the submission: no job
         intent.forget(store, run, "the scheduler refused the submission")
         return
     transport = None

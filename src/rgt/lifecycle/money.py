@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from rgt.boxfacts import facts
 from rgt.profiles.brief import brief
 from rgt.store import LIVE, Box, Run, Store
 
@@ -45,13 +46,13 @@ def box_lines(store: Store, now: float | None = None) -> list[BoxLine]:
             last = max([r.updated for r in runs], default=box.created)
             idle = now - last
         walltime = None
-        if profile.kind == "slurm":
+        if profile.billing == "allocation":
             walltime = sum((r.spec.get("platform_run") or {}).get("walltime_s") or 0
                            for r in runs)
             idle = None  # an idle login node costs nothing; only allocations do
         waits = [(r.id, *w) for r in live if (w := waiting(r)) is not None]
         lines.append(BoxLine(box, uptime, spent, len(live), clocks,
-                             list(box.extra.get("still_billing", [])), idle, walltime, waits))
+                             facts(box).still_billing or [], idle, walltime, waits))
     return lines
 
 

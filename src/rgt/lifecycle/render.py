@@ -24,7 +24,7 @@ from rgt.lifecycle.launch import job_setup, new_run_id, refuse_unlaunchable
 from rgt.lifecycle.pushlist import push_excludes
 from rgt.onbox import xfer
 from rgt.platforms import Platform, platform_for
-from rgt.platforms.base import refuse_foreign_sections
+from rgt.platforms.base import Ability, refuse_foreign_sections
 from rgt.profiles import load_profile
 from rgt.remote.layout import Layout, job_environment
 from rgt.remote.register import check_dir_flags, resolve_dir
@@ -37,9 +37,9 @@ HOME, USER = "/home/USER", "USER"  # what the stand-in box's $HOME and $USER rea
 def renderer(profile: str, spec: JobSpec) -> Platform:
     platform = platform_for(profile)
     refuse_foreign_sections(platform, spec)
-    if not hasattr(platform, "render"):
-        raise UserError(f"{profile} submits nothing to render: its boxes run the job under "
-                        "rgt's on-box runner, as the spec says; `rgt run BOX JOB.yaml "
+    if Ability.RENDER not in platform.abilities():
+        raise UserError(f"{profile} submits nothing to render: "
+                        f"{platform.abilities().why_not(Ability.RENDER)}; `rgt run BOX JOB.yaml "
                         "--dry-run` shows what a registered box's runner would be given "
                         "(render writes a scheduler's batch script or a cluster's manifests: "
                         "--profile slurm, kubernetes)")
@@ -55,7 +55,7 @@ def stand_in_box(profile_name: str, *, data_dir: str | None, durable_dir: str | 
     durable = durable_dir or resolve_dir(
         overrides.get("DURABLE_DIR", data_dir or overrides.get("DATA_DIR", "$HOME")),
         box="render", home=HOME, user=USER, flag="--durable-dir")
-    data = data_dir or (durable if profile.facts.kind == "slurm" else resolve_dir(
+    data = data_dir or (durable if profile.facts.jobs_on_other_nodes else resolve_dir(
         overrides.get("DATA_DIR", "$HOME"), box="render", home=HOME, user=USER,
         flag="--data-dir"))
     asked = resources_from(resources)
@@ -90,7 +90,7 @@ def dry_run(store: Store, box_name: str, spec: JobSpec, *, after: str | None = N
     box = store.box(box_name)
     platform = platform_for(box.profile)
     refuse_unlaunchable(box, platform, spec, after)  # what `rgt run` would refuse
-    if not hasattr(platform, "render"):
+    if Ability.RENDER not in platform.abilities():
         fitted = _measured_fit(platform, box, spec, skip_resource_check)
         return runner_plan(store, box, platform, spec) + "".join(
             line + "\n" for line in fitted.lines())

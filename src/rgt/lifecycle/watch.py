@@ -52,6 +52,7 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
     reads "vanished" at once and `rgt resume` is the way on.
     """
     from rgt.lifecycle import intent
+    from rgt.platforms.base import Ability
     from rgt.remote.summary import summarize
 
     if box.state != "up":
@@ -61,7 +62,7 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
                        causes=[f"box {box.name} is down: this is the last status rgt saw"])
         return summary
     platform = platform_for(box.profile)
-    gated = platform.gate(store, box, run) if hasattr(platform, "gate") else None
+    gated = platform.gate(store, box, run) if Ability.GATE in platform.abilities() else None
     if gated is not None:
         summary = gated
     else:
@@ -70,7 +71,7 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
         try:
             if run.status == intent.LAUNCHING:  # recorded before the start: did it start?
                 settled = intent.settle(store, box, run, transport,
-                                        scheduled=hasattr(platform, "dependency_on"))
+                                        scheduled=Ability.DEPENDENCY_ON in platform.abilities())
                 if settled is not None:
                     return settled
             summary = platform.state(store, box, run, transport)

@@ -21,7 +21,7 @@ The API, as the lifecycle calls it (every profile has a platform: `platform_for(
             (store.add_box). Check `request.resources` with `refuse_unsupported` and refuse
             anything else it cannot honour BEFORE renting. Record a rented instance in the store
             (store.record("cloud-launch", …)) the moment it exists: it bills from there.
-        launch(transport, box, spec, layout, *, dependency=None) -> Launched
+        launch(transport, box, spec: JobSpec, layout: Layout, *, dependency=None) -> Launched
             Start a run whose code, secrets (RUN_DIR/secrets.env) and rgt.ckpt (layout.lib) the
             lifecycle already pushed to `layout`. Returns how it is detached and, for a platform
             whose own scheduler tracks the run, the `platform_run` record `state` reads back.
@@ -49,7 +49,9 @@ The API, as the lifecycle calls it (every profile has a platform: `platform_for(
             Whether `release` stops this box's meter itself; False makes `rgt down` show the
             console step and ask the user to confirm they did it.
 
-        # optional (the lifecycle asks `hasattr`) --------------------------------------------
+        # optional (`Ability`; the lifecycle asks `Ability.X in platform.abilities()`) --------
+        # A platform has one by overriding the method; `Platform`'s own raises. Each one it
+        # lacks comes with the reason (`abilities().why_not(...)`, `lacks` to word it).
         dependency_on(earlier: Run) -> str
             The scheduler option that starts a run once `earlier` succeeded (`rgt run
             --after`); having it also means the platform runs sweeps (`grid`) as one array.
@@ -98,13 +100,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rgt.errors import UserError
 from rgt.spec import Resources
 from rgt.store import Box, Run, Store
 from rgt.transport import SshTarget, TransferStats, Transport
+
+if TYPE_CHECKING:
+    from rgt.remote.layout import Layout
+    from rgt.spec import JobSpec
 
 
 def _quiet(_: str) -> None:
@@ -197,7 +204,7 @@ def size_gb(size: str) -> float:
 PLATFORM_SECTIONS = ("slurm", "kubernetes")
 
 
-def refuse_foreign_sections(platform: Platform, spec: Any) -> None:
+def refuse_foreign_sections(platform: Platform, spec: JobSpec) -> None:
     """A spec's `slurm:` on a Kubernetes box (or `kubernetes:` on an SSH box) would be ignored
     there: say so before anything runs."""
     for section in PLATFORM_SECTIONS:
@@ -305,6 +312,52 @@ class Offers:
     notes: list[str] = field(default_factory=list)
 
 
+class Ability(Enum):
+    """An optional verb of a platform (the module docstring says what each does); the value
+    is the method's name. A platform has an ability by overriding that method."""
+
+    DEPENDENCY_ON = "dependency_on"   # chains runs (`--after`) and runs sweeps as one array
+    GATE = "gate"                     # says when its machine cannot run the job (preempted)
+    CANCEL = "cancel"                 # its scheduler stops a run, not the on-box runner
+    CANCEL_GRACE = "cancel_grace"     # its scheduler sets the grace a cancelled run gets
+    TEARDOWN = "teardown"             # says what release does where the profile's tiers cannot
+    RENDER = "render"                 # writes what launch would submit (script, manifests)
+    OFFERS = "offers"                 # lists what it would rent now
+    CLOUD_STATUS = "cloud_status"     # asks its control plane about a rented box
+
+
+# Why a platform lacks an ability, where it does not say better itself (`Platform.lacks`):
+# clauses that finish "<profile> has no <ability>: …", and some of rgt's refusals quote them.
+ABSENT: dict[Ability, str] = {
+    Ability.DEPENDENCY_ON: "its runs start on one machine, with no scheduler to chain them or "
+                           "to run a sweep as one array",
+    Ability.GATE: "nothing outside its box says when the box cannot run a job: rgt asks the "
+                  "box itself",
+    Ability.CANCEL: "rgt's on-box runner holds its runs, and rgt stops them there itself",
+    Ability.CANCEL_GRACE: "no scheduler sets a grace of its own: a cancel gives --grace or the "
+                          "profile's",
+    Ability.TEARDOWN: "the profile's storage tiers say all that release does to its boxes",
+    Ability.RENDER: "its boxes run the job under rgt's on-box runner, as the spec says",
+    Ability.OFFERS: "rgt does not rent its machines through an API",
+    Ability.CLOUD_STATUS: "rgt does not rent its machines through an API",
+}
+
+
+@dataclass(frozen=True)
+class Abilities:
+    """The optional verbs one platform has, and for each it lacks, why."""
+
+    has: frozenset[Ability]
+    lacking: dict[Ability, str] = field(default_factory=dict)  # ability → the reason
+
+    def __contains__(self, ability: object) -> bool:
+        return ability in self.has
+
+    def why_not(self, ability: Ability) -> str:
+        """Why the platform lacks `ability` (a clause); "" when it has it."""
+        return self.lacking.get(ability, "")
+
+
 class Platform(ABC):
     """A platform: the six verbs plus audit extras (see the module docstring)."""
 
@@ -325,6 +378,11 @@ class Platform(ABC):
     # whether the platform maps a spec's `resources` to each job itself (a scheduler's
     # request); otherwise the box is one machine and `rgt run` measures it (lifecycle.fit)
     per_job_resources: bool = False
+    # whether `rgt up` without --ssh/--host rents a machine through the platform's API (it
+    # bills from the create on: the agent asks a human first)
+    rents: bool = False
+    # the platform's own reason for an ability it lacks, where ABSENT's words would be wrong
+    lacks: ClassVar[dict[Ability, str]] = {}
 
     def __init__(self, profile: str | None = None) -> None:
         self.profile = profile or self.name
@@ -336,7 +394,7 @@ class Platform(ABC):
     def provision(self, store: Store, request: Request) -> Box: ...
 
     @abstractmethod
-    def launch(self, transport: Transport, box: Box, spec: Any, layout: Any, *,
+    def launch(self, transport: Transport, box: Box, spec: JobSpec, layout: Layout, *,
                dependency: str | None = None) -> Launched: ...
 
     @abstractmethod
@@ -360,6 +418,47 @@ class Platform(ABC):
         """Whether `release` stops this box's meter itself (an API call, a scheduler), or the
         user must, in the console (`rgt down` then asks them to confirm they did)."""
         return False
+
+    def abilities(self) -> Abilities:
+        """The optional verbs this platform has: those its class overrides, so what it
+        declares is what it does."""
+        cls = type(self)
+        has = frozenset(a for a in Ability
+                        if getattr(cls, a.value) is not getattr(Platform, a.value))
+        return Abilities(has, {a: self.lacks.get(a, ABSENT[a]) for a in Ability if a not in has})
+
+    def _lacking(self, ability: Ability) -> UserError:
+        return UserError(f"{self.profile} has no {ability.value.replace('_', ' ')}: "
+                         f"{self.abilities().why_not(ability)}")
+
+    # the optional verbs: a platform that has one overrides it (the lifecycle asks
+    # `abilities()` first, so these refusals are a safety net, never the usual answer)
+
+    def dependency_on(self, earlier: Run) -> str:
+        raise self._lacking(Ability.DEPENDENCY_ON)
+
+    def gate(self, store: Store, box: Box, run: Run) -> dict[str, Any] | None:
+        raise self._lacking(Ability.GATE)
+
+    def cancel(self, transport: Transport, box: Box, run: Run, grace_s: float
+               ) -> dict[str, Any] | None:
+        raise self._lacking(Ability.CANCEL)
+
+    def cancel_grace(self, box: Box, run: Run) -> float | None:
+        raise self._lacking(Ability.CANCEL_GRACE)
+
+    def teardown(self, store: Store, box: Box) -> Teardown:
+        raise self._lacking(Ability.TEARDOWN)
+
+    def render(self, box: Box, spec: JobSpec, run_id: str, *,
+               dependency: str | None = None) -> str:
+        raise self._lacking(Ability.RENDER)
+
+    def offers(self, query: OfferQuery) -> Offers:
+        raise self._lacking(Ability.OFFERS)
+
+    def cloud_status(self, store: Store, box: Box) -> dict[str, Any]:
+        raise self._lacking(Ability.CLOUD_STATUS)
 
 
 class Unbuilt(Platform):

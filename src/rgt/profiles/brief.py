@@ -19,13 +19,14 @@ from pathlib import Path
 
 from rgt.profiles.files import profile_files
 
-VERSION = 1  # bumped when Brief changes: old entries are misses
+VERSION = 2  # bumped when Brief changes: old entries are misses
 
 
 @dataclass(frozen=True)
 class Brief:
     kind: str
     danger_clocks: tuple[str, ...]
+    billing: str = "hourly"  # facts.billing: "allocation" is walltime, not dollars
 
 
 def brief(name: str, cache_dir: Path) -> Brief:
@@ -44,11 +45,13 @@ def brief(name: str, cache_dir: Path) -> Brief:
     entry = cache.get(key)
     if isinstance(entry, dict) and entry.get("stamp") == stamp:
         kind, clocks = entry.get("kind"), entry.get("danger_clocks")
-        if isinstance(kind, str) and isinstance(clocks, list) and \
-                all(isinstance(c, str) for c in clocks):
-            return Brief(kind, tuple(clocks))
+        billing = entry.get("billing")
+        if isinstance(kind, str) and isinstance(clocks, list) and isinstance(billing, str) \
+                and all(isinstance(c, str) for c in clocks):
+            return Brief(kind, tuple(clocks), billing)
     found = _from_profile(name)
-    cache[key] = {"stamp": stamp, "kind": found.kind, "danger_clocks": list(found.danger_clocks)}
+    cache[key] = {"stamp": stamp, "kind": found.kind, "danger_clocks": list(found.danger_clocks),
+                  "billing": found.billing}
     _write(cache_file, cache)
     return found
 
@@ -57,15 +60,26 @@ def _from_profile(name: str) -> Brief:
     from rgt.profiles.loader import load_profile  # validates: YAML + pydantic
 
     profile = load_profile(name)
-    return Brief(profile.facts.kind, tuple(profile.surface.danger_clocks))
+    return Brief(profile.facts.kind, tuple(profile.surface.danger_clocks), profile.facts.billing)
 
 
 def _read(cache_file: Path) -> dict:
+    """The cache file's entries, read once per process while the file is unchanged (`ls` of
+    a hundred boxes asks it a hundred times)."""
     try:
+        stat = cache_file.stat()
+        seen = _READ.get(str(cache_file))
+        if seen is not None and seen[0] == (stat.st_mtime_ns, stat.st_size):
+            return seen[1]
         data = json.loads(cache_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    data = data if isinstance(data, dict) else {}
+    _READ[str(cache_file)] = ((stat.st_mtime_ns, stat.st_size), data)
+    return data
+
+
+_READ: dict[str, tuple[tuple[int, int], dict]] = {}
 
 
 def _write(cache_file: Path, cache: dict) -> None:

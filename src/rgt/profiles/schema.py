@@ -62,6 +62,26 @@ class Facts(Strict):
     china_mirror_needed: Tri
     host_driver_cuda_max: str
     local_nvme: Tri
+    # What core code does differently per platform, as facts it reads (it never names one):
+    # how using a box is billed: "hourly" (money while it is up, so an idle box costs) or
+    # "allocation" (a scheduler's walltime and fair-share per job; an idle login node is free)
+    billing: Literal["hourly", "allocation"] = "hourly"
+    # jobs run on other nodes than the one rgt reaches (a scheduler's compute nodes): they read
+    # each run's code and script from the shared durable tier, so run dirs go there
+    jobs_on_other_nodes: bool = False
+    # `rgt up` without --ssh/--host may register this machine (a cluster's login node rgt
+    # runs on); otherwise a profile that is not `local` needs a connection
+    registers_this_machine: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scheduler_defaults(cls, data: object) -> object:
+        """A profile of the user's own with `kind: slurm` gets the scheduler's answers to the
+        three facts above unless it gives its own (they were implied by the kind before)."""
+        if isinstance(data, dict) and data.get("kind") == "slurm":
+            data = {"billing": "allocation", "jobs_on_other_nodes": True,
+                    "registers_this_machine": True, **data}
+        return data
 
 
 class EntryPoint(Strict):

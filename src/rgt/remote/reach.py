@@ -6,6 +6,7 @@ import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rgt.boxfacts import facts
 from rgt.errors import UserError
 from rgt.profiles import Profile
 from rgt.store import Box, rgt_home
@@ -18,7 +19,7 @@ def known_hosts_file() -> Path:
 
 def transport_for(box: Box) -> Transport:
     # Boxes registered before `up` recorded an interpreter keep the old default.
-    python = box.extra.get("python") or "python3"
+    python = facts(box).python or "python3"
     if box.is_local:
         return LocalTransport(python=python)
     return SshTransport(target_from_json(box.connection), known_hosts=known_hosts_file(),

@@ -52,7 +52,8 @@ def register(store: Store, name: str, profile: Profile, target: SshTarget | None
     check_dir_flags(data_dir, durable_dir)
     if profile.facts.kind == "local" and target is not None:
         raise UserError("the local profile runs on this machine; drop --ssh/--host")
-    if profile.facts.kind not in ("local", "slurm") and target is None:
+    if profile.facts.kind != "local" and not profile.facts.registers_this_machine \
+            and target is None:
         raise UserError(f"profile {profile.name!r} needs a connection: --ssh 'ssh -p PORT "
                         "user@host' (as the console shows it) or --host HOST")
     connection = target_to_json(target) if target else {}
@@ -67,7 +68,7 @@ def register(store: Store, name: str, profile: Profile, target: SshTarget | None
         box.durable_dir = durable_dir or resolve_dir(
             overrides.get("DURABLE_DIR", data_dir or overrides.get("DATA_DIR", "$HOME")),
             box=name, home=home, user=user, flag="--durable-dir")
-        if profile.facts.kind == "slurm" and not data_dir:
+        if profile.facts.jobs_on_other_nodes and not data_dir:
             # Compute nodes read each run's script and code, so run dirs go on the shared
             # durable tier too; the profile's DATA_DIR ($TMPDIR) is per-job staging space.
             data_dir = box.durable_dir
