@@ -127,3 +127,37 @@ def test_cancel_all_pull_all_and_the_down_table(home):
     assert all(cli.verified("c", run_id)["ok"] for run_id in live)
     assert "nothing to pull" in cli.ok("pull", "c", "--all").stdout
     cli.ok("down", "c", "--yes")
+
+
+def test_tab_completes_boxes_runs_and_profiles_from_the_store(home, tmp_path):
+    """`rgt --install-completion` writes bash's script; bash running it answers from the
+    store (boxes, run ids, @last …) and the profile files."""
+    cli, _, ids = home
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "rgt").write_text(f'#!/bin/sh\nexec {sys.executable} -m rgt "$@"\n')
+    (bin_dir / "rgt").chmod(0o755)
+    env = {**_env(), **cli.env, "HOME": str(tmp_path), "SHELL": "/bin/bash",
+           "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    installed = subprocess.run(["rgt", "--install-completion"], env=env, capture_output=True,
+                               text=True, timeout=60)
+    assert installed.returncode == 0, installed.stderr
+    script = tmp_path / ".bash_completions" / "rgt.sh"
+    assert script.is_file() and f"source '{script}'" in (tmp_path / ".bashrc").read_text()
+
+    def tab(*words: str) -> list[str]:
+        line = " ".join(f'"{w}"' for w in words)
+        shown = subprocess.run(
+            ["bash", "-c", f'source {script}; COMP_WORDS=({line}); '
+                           f'COMP_CWORD={len(words) - 1}; _rgt_completion rgt; '
+                           'printf "%s\\n" "${COMPREPLY[@]}"'],
+            env=env, capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        return [w for w in shown.stdout.splitlines() if w]
+
+    assert "b" in tab("rgt", "watch", "")
+    assert set(tab("rgt", "logs", "b", "")) == set(ids)
+    assert tab("rgt", "logs", "b", ids[0][:-2]) == [ids[0]]
+    assert tab("rgt", "cancel", "b", "@") == ["@last", "@-1", "@-2"]
+    assert tab("rgt", "profile", "show", "au") == ["autodl"]
+    assert tab("rgt", "up", "x", "--profile", "sl") == ["slurm"]

@@ -23,12 +23,20 @@ from rgt.cli.verbs import LazyVerbs
 from rgt.errors import UserError
 from rgt.textsafe import terminal_text
 
+# The second paragraph answers the newcomer's question "which of these shows me my run?".
+HELP = ("Remote GPU trainer: one lifecycle for rented GPUs, with the teardown Iron Law enforced."
+        "\n\nWhich verb when: `watch BOX` is one run's state now, checked on the box (-f "
+        "follows it to its end); `logs BOX` is what the run printed (-f streams it); `top` "
+        "keeps every box and run on one live screen; `runs` is the history (attempts, pulled "
+        "or not); `ls` is every box, its money and its clocks; `ssh BOX` is a shell there. "
+        "A run is named by its id, any unique start or end of it (7d92), or @last / @-1.")
+
 app = typer.Typer(
     name="rgt",
     cls=LazyVerbs,  # lists every verb; imports a verb's module only when it runs (verbs.py)
-    help="Remote GPU trainer: one lifecycle for rented GPUs, with the teardown Iron Law enforced.",
+    help=HELP,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=False,  # rgt's own --install-completion below: Typer's costs pydantic
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every verb
 )
@@ -42,10 +50,22 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _install_completion(value: bool) -> None:
+    if value:
+        from rgt.cli.complete import install
+
+        print(install())
+        raise typer.Exit()
+
+
 @app.callback()
 def _options(
     version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
                                  help="Print rgt's version and exit."),
+    install_completion: bool = typer.Option(
+        False, "--install-completion", callback=_install_completion, is_eager=True,
+        help="Complete boxes, run ids and profiles on Tab in this shell (bash, zsh, fish, "
+             "PowerShell)."),
 ) -> None:
     """Remote GPU trainer: one lifecycle for rented GPUs, with the teardown Iron Law enforced."""
 
@@ -56,7 +76,11 @@ def main() -> None:
     try:
         hostos.check_supported()  # native Windows: one line saying to use WSL, for every verb
         _verbs_handle_ctrl_c()
-        app()
+        if "_RGT_COMPLETE" in os.environ:  # the shell's Tab asking (rgt.cli.complete)
+            from rgt.cli.complete import answering_the_shell
+
+            answering_the_shell()
+        app(complete_var="_RGT_COMPLETE")  # the same whether started as rgt or python -m rgt
     except KeyboardInterrupt:  # between the handler and Typer's own catch, or after it
         _exit_interrupted(f"{_this_verb()} stopped (Ctrl-C)")
     except SystemExit as done:

@@ -128,12 +128,37 @@ class LazyVerbs(TyperGroup):
         use_fast_coercion(self)  # `rgt`'s own options too (--version)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[Any, Any, list[str]]:
+        guessing = not ctx.resilient_parsing  # (a Tab's parse names nothing)
+        if guessing and args and args[0] not in self.commands and args[0] in ELSEWHERE:
+            ctx.fail(f"No such command {args[0]!r}. {ELSEWHERE[args[0]]}")
         name, command, rest = super().resolve_command(ctx, args)
         if isinstance(command, _Listed):
             command = self.commands[name] = load(name)
+        if guessing and name == "profile" and rest and rest[0] not in command.commands:
+            _profile_named(ctx, rest[0])
         if command is not None:
             use_fast_coercion(command)  # its values without pydantic (rgt.cli.coerce)
         return name, command, rest
+
+
+# What users of SkyPilot, dstack or plain ssh type, and what rgt calls it: said in Click's own
+# "No such command" line (its spelling guess would offer `cloud-status` for `status`).
+ELSEWHERE = {
+    "status": "Did you mean `rgt ls` (every box: state, money, clocks)? `rgt runs` lists "
+              "every run; `rgt watch BOX` is one run's state",
+    "exec": "Did you mean `rgt run BOX -- CMD` (this directory as the workdir)?",
+    "attach": "Did you mean `rgt ssh BOX` (a shell) or `rgt logs BOX -f` (the run's output)?",
+    "queue": "Did you mean `rgt runs` (every run, with its attempts)?",
+}
+
+
+def _profile_named(ctx: Any, word: str) -> None:
+    """`rgt profile autodl` names a profile where `profile` wants a subcommand: say the one
+    that shows it (only for a profile that exists; Click words any other word)."""
+    from rgt.profiles.files import profile_files
+
+    if word in profile_files():
+        ctx.fail(f"No such command {word!r}. Did you mean `rgt profile show {word}`?")
 
 
 def _reflow(command: Any) -> None:
@@ -162,4 +187,7 @@ def load(name: str) -> Any:
     command = typer.main.get_group(app).commands.get(name)
     if command is None or isinstance(command, _Listed):
         raise RuntimeError(f"{BY_NAME[name].module} does not define the verb {name!r}")
+    from rgt.cli.complete import attach
+
+    attach(command, name)  # its boxes, runs and profiles for the shell's Tab
     return command
