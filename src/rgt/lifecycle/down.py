@@ -289,10 +289,11 @@ def refusal(plan: DownPlan) -> IronLawRefusal:
     count = f"{len(rows)} run{'s' * (len(rows) != 1)}"
     head = (f"refusing to stop {name} ({stop.name} "
             f"{'cannot be undone' if stop.irreversible else 'is reversible'}): {count} "
-            f"not pulled and verified after {'their' if len(rows) > 1 else 'its'} end"
-            + (f" (the box's answer: {plan.unreachable})" if plan.unreachable else ""))
+            f"not pulled and verified after {'their' if len(rows) > 1 else 'its'} end")
     width = max(len(run) for run, _ in rows)
     table = [f"  {run.ljust(width)}  {why}" for run, why in rows]
+    if plan.unreachable:  # what the box said instead of an answer (garbage, a timeout)
+        table.append(f"the box's answer: {plan.unreachable}")
     if plan.live:
         settle = (f"settle it: `rgt pull {name} --all` once they end (`rgt watch {name} RUN "
                   f"--until-done` waits; `rgt cancel {name} --all` ends them now)")
