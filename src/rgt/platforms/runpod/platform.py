@@ -66,7 +66,7 @@ Notify = Callable[[str], None]
 MOUNT = "/workspace"
 CONTAINER_DISK_GB = 20   # the image, pip and HF caches go elsewhere (RP11: caches → /workspace)
 VOLUME_DISK_GB = 50
-OPTIONS = ("volume", "cloud", "container_disk", "secrets", "identity", "wait", "ssh_key")
+OPTIONS = ("volume", "cloud", "container_disk", "secrets", "identity", "wait")
 
 
 def _quiet(_: str) -> None:
