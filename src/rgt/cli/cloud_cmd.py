@@ -1,11 +1,11 @@
 """Cloud verbs: `rgt up`'s renting flags, `rgt offers`, `rgt cloud-status`.
 
-`rgt up NAME --profile lambda --gpu H100:1`, `rgt up NAME --profile vastai --offer ID --image
-IMG --disk GB` and `rgt up NAME --profile runpod --gpu RTX4090:1 --image IMG` reach the
-platform's `provision`, which creates an instance through its API, waits for it and registers
-it as `rgt up --ssh` does for a box rented by hand, so every other verb (audit, run, watch,
-pull, down) works on it unchanged. Which flags a platform takes is the platform's to say (it
-refuses the others by name, before renting). `rgt down` on a rented box stops the meter
+`rgt up NAME --profile lambda --gpu H100:1` (or vastai, runpod, with their own flags) reaches
+the platform's `provision`, which creates an instance through its API, waits for it and
+registers it as `rgt up --ssh` does for a box rented by hand, so every other verb (audit, run,
+watch, pull, down) works on it unchanged. Which flags a platform takes is the platform's to
+say: it declares them (rgt.platforms.options), this module turns them into Typer options, and
+the platform refuses the others by name, before renting. `rgt down` on a rented box stops the meter
 through the API, after the Iron Law. `rgt rent` is the old, hidden spelling of the same thing.
 API keys are read from the environment by name (LAMBDA_API_KEY, VAST_API_KEY, RUNPOD_API_KEY),
 never options.
@@ -13,7 +13,9 @@ never options.
 
 from __future__ import annotations
 
-from typing import Annotated
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -21,96 +23,88 @@ from rich.table import Table
 from rgt.cli import app
 from rgt.cli.console import console, err_console, escape, print_json, print_registered
 from rgt.errors import UserError
+from rgt.platforms.options import RESOURCES, Option, union
 from rgt.store import Box, Store
 
-LAMBDA_PANEL = "Rent on Lambda Cloud (--profile lambda, without --ssh/--host)"
-VAST_PANEL = "Rent on vast.ai (--profile vastai, without --ssh/--host)"
-VAST_DISK_GB = 50.0
-
-# The renting options, shared by `rgt up` and the hidden `rgt rent`. None means "not given",
-# so a flag meant for the other platform (or for a box rented by hand) is caught, not ignored.
-GpuOpt = Annotated[str | None, typer.Option(
-    help="GPU to rent: TYPE:COUNT (H100:1, A100:8) or a Lambda instance type name; several, "
-         "comma-separated, are tried in order until one has capacity (H100:1,A100:1).",
-    rich_help_panel=LAMBDA_PANEL)]
-RegionOpt = Annotated[str | None, typer.Option(
-    help="Region (default: the first with capacity, or the filesystem's).",
-    rich_help_panel=LAMBDA_PANEL)]
-FilesystemOpt = Annotated[str | None, typer.Option(
-    help="Filesystem to attach; only possible at launch, in its own region (LAM2).",
-    rich_help_panel=LAMBDA_PANEL)]
-SshKeyOpt = Annotated[str | None, typer.Option(
-    help="Name of the Lambda SSH key to install (default: your only one).",
-    rich_help_panel=LAMBDA_PANEL)]
-WaitOpt = Annotated[float | None, typer.Option(
-    help="Seconds to wait for capacity before giving up (LAM5).", show_default="1800",
-    rich_help_panel=LAMBDA_PANEL)]
-OfferOpt = Annotated[int | None, typer.Option(
-    help="Offer id to rent (see `rgt offers`).", rich_help_panel=VAST_PANEL)]
-ImageOpt = Annotated[str | None, typer.Option(
-    help="Docker image; its CUDA must not exceed the host's (VAST5).",
-    rich_help_panel=VAST_PANEL)]
-DiskOpt = Annotated[float | None, typer.Option(
-    help="Disk GB, fixed for the instance's life (VAST10).", show_default=f"{VAST_DISK_GB:g}",
-    rich_help_panel=VAST_PANEL)]
-BidOpt = Annotated[float | None, typer.Option(
-    help="Interruptible bid, USD/h; fixed at create, preemptible (VAST4).",
-    rich_help_panel=VAST_PANEL)]
-OnstartOpt = Annotated[str | None, typer.Option(
-    help="Extra onstart commands; no secrets in them (VAST11).", rich_help_panel=VAST_PANEL)]
-SecretOpt = Annotated[list[str] | None, typer.Option(
-    help="An env var NAME passed as env at create (repeatable; VAST11).",
-    rich_help_panel=VAST_PANEL)]
-ImageCudaOpt = Annotated[float | None, typer.Option(
-    help="The image's CUDA version, if its tag does not say.", rich_help_panel=VAST_PANEL)]
-
-RUNPOD_PANEL = "Rent on RunPod (--profile runpod, with --gpu and --image)"
-VolumeOpt = Annotated[str | None, typer.Option(
-    help="Network volume (name or id) as /workspace: it outlives the pod and bills on its "
-         "own; without it /workspace dies with the pod (RP3).", rich_help_panel=RUNPOD_PANEL)]
-CloudOpt = Annotated[str | None, typer.Option(
-    "--cloud", help="secure or community.", show_default="secure",
-    rich_help_panel=RUNPOD_PANEL)]
-ContainerDiskOpt = Annotated[int | None, typer.Option(
-    help="Container disk GB (/, wiped by every stop or restart: RP2).", show_default="20",
-    rich_help_panel=RUNPOD_PANEL)]
+# Every flag a platform adds to `rgt up` or `rgt offers` is declared by the platform
+# (rgt.platforms.options; its flags.py) and turned into a Typer option here, none written out:
+# a new platform's flags appear without a line in rgt.cli. None means "not given", so a flag
+# meant for another platform (or for a box rented by hand) is refused by name, not ignored.
 
 
-# Resource flags of `rgt up` beyond those above: the one vocabulary (rgt.spec.Resources).
-RESOURCES_PANEL = "Resources (the spec's `resources` words; each platform maps or refuses them)"
-CpusOpt = Annotated[int | None, typer.Option(help="CPU cores.", rich_help_panel=RESOURCES_PANEL)]
-MemOpt = Annotated[str | None, typer.Option(help="Memory: 32G, or GB as a number.",
-                                            rich_help_panel=RESOURCES_PANEL)]
-SpotOpt = Annotated[bool, typer.Option("--spot", help="Interruptible / preemptible capacity.",
-                                       rich_help_panel=RESOURCES_PANEL)]
-NodesOpt = Annotated[int | None, typer.Option(help="Nodes (multi-node jobs).",
-                                              rich_help_panel=RESOURCES_PANEL)]
-TimeOpt = Annotated[str | None, typer.Option("--time", help="Walltime: 01:30:00, 90m, 2h.",
-                                             rich_help_panel=RESOURCES_PANEL)]
+def typer_option(option: Option) -> Any:
+    """OPTION as the annotation Typer reads: its type (None when not given) and its help."""
+    kind: Any = list[option.type] if option.repeatable else option.type
+    decls = [] if option.type is bool and option.negatable else [option.flag]
+    shown: Any = option.default_shown if option.default_shown is not None else True
+    return Annotated[kind if option.type is bool else kind | None, typer.Option(
+        *decls, help=option.help, rich_help_panel=option.panel, metavar=option.metavar,
+        show_default=shown)]
 
 
-def up_request(*, gpu=None, cpus=None, mem=None, disk=None, image=None, region=None,
-               spot=False, bid=None, nodes=None, time=None, filesystem=None, ssh_key=None,
-               wait=None, offer=None, onstart=None, secret=None, image_cuda=None,
-               volume=None, cloud=None, container_disk=None) -> tuple[dict, dict]:
-    """`rgt up`'s flags as (resources, options): the vocabulary's words, and the platform's
-    own settings. None means "not given", so the platform can refuse a flag it cannot use."""
+def with_flags(*options: Option) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A command whose last parameter is `**flags` takes OPTIONS as keyword flags: Typer reads
+    the parameters from `__signature__`, and passes their values on in `flags`."""
+    def decorate(func: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(func, eval_str=True)  # Typer reads annotations as objects
+        *own, rest = signature.parameters.values()
+        if rest.kind is not inspect.Parameter.VAR_KEYWORD:
+            raise TypeError(f"{func.__name__} needs **flags last to take platforms' flags")
+        clash = {p.name for p in own} & {o.name for o in options}
+        if clash:
+            raise TypeError(f"{func.__name__} already has {sorted(clash)}: a platform's flag "
+                            "may not reuse a name of the verb's own")
+        added = [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY,
+                                   default=False if o.type is bool else None,
+                                   annotation=typer_option(o)) for o in options]
+        func.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+        return func
+    return decorate
+
+
+# `rgt render`'s resource flags, as the vocabulary declares them.
+GpuOpt, CpusOpt, MemOpt, NodesOpt, TimeOpt = (
+    typer_option(next(o for o in RESOURCES if o.name == name))
+    for name in ("gpu", "cpus", "mem", "nodes", "time"))
+
+
+def given(options: list[Option] | tuple[Option, ...], flags: dict[str, Any]) -> dict[str, Any]:
+    """The values of OPTIONS that FLAGS sets, under their Request.options keys; a number out
+    of its declared range is refused here, in one line, before any platform is asked."""
+    chosen: dict[str, Any] = {}
+    for option in options:
+        value = flags.get(option.name)
+        if value is None or value is False or (option.repeatable and not value):
+            continue
+        refused = option.refusal(value)
+        if refused:
+            raise UserError(refused)
+        chosen[option.option_key] = tuple(value) if option.repeatable else value
+    return chosen
+
+
+def up_request(**flags: Any) -> tuple[dict, dict]:
+    """`rgt up`'s flags as (resources, options): the vocabulary's words, and the platforms' own
+    settings under their `Request.options` keys. A flag no platform declares is a mistake in
+    rgt, not the user's (TypeError)."""
     from rgt.spec import GPU_CONSTRAINT  # the spec's schema: not for `rgt offers --help`
 
+    vocabulary = {o.name for o in RESOURCES}
+    declared = union("up")
+    unknown = set(flags) - vocabulary - {o.name for o in declared}
+    if unknown:
+        raise TypeError(f"no platform declares {sorted(unknown)}")
+    gpu = flags.get("gpu")
     choices = [g.strip() for g in gpu.split(",")] if gpu else []
     if gpu and not all(GPU_CONSTRAINT.match(g) for g in choices):
         raise UserError(f"--gpu {gpu!r}: give TYPE:COUNT, or several separated by commas, "
                         "first preferred (H100:1,A100:1)")
-    resources = {"gpu": choices[0] if choices else None, "cpus": cpus, "mem": mem,
-                 "disk": None if disk is None else f"{disk:g}G", "image": image,
-                 "region": region, "spot": spot or None, "bid": bid, "nodes": nodes,
-                 "time": time, "gpu_alternatives": choices if len(choices) > 1 else None}
-    options = {"filesystem": filesystem, "ssh_key": ssh_key, "wait": wait, "offer": offer,
-               "onstart": onstart, "secrets": tuple(secret or ()) or None,
-               "image_cuda": image_cuda, "volume": volume, "cloud": cloud,
-               "container_disk": container_disk}
-    return ({k: v for k, v in resources.items() if v is not None},
-            {k: v for k, v in options.items() if v is not None})
+    disk = flags.get("disk")
+    resources = {**{k: flags.get(k) for k in vocabulary},
+                 "gpu": choices[0] if choices else None,
+                 "disk": None if disk is None else f"{disk:g}G", "spot": flags.get("spot") or None,
+                 "gpu_alternatives": choices if len(choices) > 1 else None}
+    return ({k: v for k, v in resources.items() if v is not None}, given(declared, flags))
 
 
 def progress(message: str) -> None:
@@ -130,6 +124,7 @@ def show_rented(box: Box, first: bool) -> None:
 
 
 @app.command()
+@with_flags(*union("offers"))
 def offers(
     profile: Annotated[str, typer.Option("--profile", "-p", help="The renting platform: "
                                          "vastai, lambda or runpod.")] = "vastai",
@@ -142,15 +137,10 @@ def offers(
                                                  show_default="1")] = None,
     region: Annotated[str | None, typer.Option(
         help="Only what can start there (Lambda region, RunPod data centre).")] = None,
-    min_reliability: Annotated[float | None, typer.Option(
-        help="vast.ai: host reliability floor (VAST7).", show_default="0.98")] = None,
-    unverified: Annotated[bool, typer.Option(help="vast.ai: include unverified hosts (VAST7).")
-                          ] = False,
     interruptible: Annotated[bool, typer.Option(help="Bid (interruptible) offers.")] = False,
-    cloud_: Annotated[str | None, typer.Option("--cloud", help="RunPod: secure or community.",
-                                               show_default="secure")] = None,
     limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable rows.")] = False,
+    **filters: Any,  # each platform's own filters (rgt.platforms.options: OFFERS in flags.py)
 ) -> None:
     """What a renting platform has now: vast.ai offers, Lambda capacity, RunPod stock.
 
@@ -161,12 +151,7 @@ def offers(
     from rgt.lifecycle import cloud
     from rgt.platforms.base import OfferQuery
 
-    if min_reliability is not None and not 0 <= min_reliability <= 1:
-        raise UserError(f"--min-reliability {min_reliability:g}: give a fraction from 0 to 1 "
-                        "(e.g. 0.95)")
-    options = {k: v for k, v in (("min_reliability", min_reliability),
-                                 ("unverified", unverified or None), ("cloud", cloud_))
-               if v is not None}
+    options = given(union("offers"), filters)  # the platform refuses those not its own
     query = OfferQuery(gpu=gpu, count=num_gpus, region=region, spot=interruptible,
                        max_price=max_price, limit=limit, options=options)
     found = cloud.offers(profile, query)
@@ -189,33 +174,20 @@ def offers(
 
 
 @app.command(hidden=True)
+@with_flags(*RESOURCES, *union("up"))
 def rent(
     name: Annotated[str, typer.Argument(help="A name for the new box.")],
     profile: Annotated[str, typer.Option("--profile", "-p", help="lambda or vastai.")],
-    gpu: GpuOpt = None,
-    region: RegionOpt = None,
-    filesystem: FilesystemOpt = None,
-    ssh_key: SshKeyOpt = None,
-    wait: WaitOpt = None,
-    offer: OfferOpt = None,
-    image: ImageOpt = None,
-    disk: DiskOpt = None,
-    bid: BidOpt = None,
-    onstart: OnstartOpt = None,
-    secret: SecretOpt = None,
-    image_cuda: ImageCudaOpt = None,
     identity: Annotated[str | None, typer.Option(help="SSH private key file.")] = None,
     data_dir: Annotated[str | None, typer.Option(help="Override the profile's DATA_DIR.")] = None,
     durable_dir: Annotated[str | None, typer.Option(
         help="Override the profile's DURABLE_DIR.")] = None,
+    **flags: Any,  # the resource words and each platform's own (rgt.platforms.options)
 ) -> None:
     """Old spelling of `rgt up NAME --profile lambda|vastai ...` (rents through the API)."""
     from rgt.lifecycle import boxes
 
-    resources, options = up_request(gpu=gpu, region=region, filesystem=filesystem,
-                                    ssh_key=ssh_key, wait=wait, offer=offer, image=image,
-                                    disk=disk, bid=bid, onstart=onstart, secret=secret,
-                                    image_cuda=image_cuda)
+    resources, options = up_request(**flags)
     if identity:
         options["identity"] = identity
     store = Store()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.panel import Panel
@@ -48,10 +48,8 @@ RunArg = Annotated[str | None, typer.Argument(
          "default: the newest run.")]
 
 
-KUBE_PANEL = "Kubernetes (--profile kubernetes; your kubeconfig, as kubectl reads it)"
-
-
 @app.command()
+@cloud.with_flags(*cloud.RESOURCES, *cloud.union("up"))
 def up(
     name: BoxArg,
     profile: Annotated[str | None, typer.Option(
@@ -69,51 +67,7 @@ def up(
     data_dir: Annotated[str | None, typer.Option(help="Override the profile's DATA_DIR.")] = None,
     durable_dir: Annotated[str | None, typer.Option(
         help="Override the profile's DURABLE_DIR.")] = None,
-    gpu: cloud.GpuOpt = None,
-    cpus: cloud.CpusOpt = None,
-    mem: cloud.MemOpt = None,
-    region: cloud.RegionOpt = None,
-    spot: cloud.SpotOpt = False,
-    nodes: cloud.NodesOpt = None,
-    time_: cloud.TimeOpt = None,
-    filesystem: cloud.FilesystemOpt = None,
-    ssh_key: cloud.SshKeyOpt = None,
-    wait: cloud.WaitOpt = None,
-    offer: cloud.OfferOpt = None,
-    image: cloud.ImageOpt = None,
-    disk: cloud.DiskOpt = None,
-    bid: cloud.BidOpt = None,
-    onstart: cloud.OnstartOpt = None,
-    secret: cloud.SecretOpt = None,
-    image_cuda: cloud.ImageCudaOpt = None,
-    volume: cloud.VolumeOpt = None,
-    cloud_: cloud.CloudOpt = None,
-    container_disk: cloud.ContainerDiskOpt = None,
-    drive: Annotated[str | None, typer.Option(
-        help="Colab: the folder where Google Drive for desktop (or `rclone mount`) shows your "
-             "My Drive; runs, notebooks and checkpoints go under its rgt/.",
-        rich_help_panel="Colab (--profile colab)")] = None,
-    context: Annotated[str | None, typer.Option(
-        help="kubeconfig context (default: kubectl's current context).",
-        rich_help_panel=KUBE_PANEL)] = None,
-    namespace: Annotated[str | None, typer.Option(
-        help="Namespace (default: the context's, else default).", rich_help_panel=KUBE_PANEL)
-                         ] = None,
-    kubeconfig: Annotated[str | None, typer.Option(
-        help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).",
-        rich_help_panel=KUBE_PANEL)] = None,
-    storage_class: Annotated[str | None, typer.Option(
-        help="StorageClass of the PVC rgt creates (default: the cluster's default class).",
-        rich_help_panel=KUBE_PANEL)] = None,
-    claim: Annotated[str | None, typer.Option(
-        help="Use this existing PVC instead of creating one (`down` keeps it).",
-        rich_help_panel=KUBE_PANEL)] = None,
-    mount_path: Annotated[str | None, typer.Option(
-        help="Where every pod mounts the PVC.", show_default="/checkpoints",
-        rich_help_panel=KUBE_PANEL)] = None,
-    access_mode: Annotated[str | None, typer.Option(
-        help="ReadWriteOnce or ReadWriteMany (several nodes at once).",
-        show_default="ReadWriteOnce", rich_help_panel=KUBE_PANEL)] = None,
+    **flags: Any,  # the resource words and each platform's own (rgt.platforms.options)
 ) -> None:
     """Register a box you rented (--ssh/--host) or this machine, and check that it answers.
 
@@ -126,17 +80,7 @@ def up(
         raise UserError(f"--rate must be a number of USD per hour, not {rate}")
     check_dir_flags(data_dir, durable_dir)
     store = Store()
-    resources, options = cloud.up_request(
-        gpu=gpu, cpus=cpus, mem=mem, disk=disk, image=image, region=region, spot=spot,
-        bid=bid, nodes=nodes, time=time_, filesystem=filesystem, ssh_key=ssh_key, wait=wait,
-        offer=offer, onstart=onstart, secret=secret, image_cuda=image_cuda, volume=volume,
-        cloud=cloud_, container_disk=container_disk)
-    if drive is not None:  # Colab's Drive sync folder: the platform's own setting
-        options["drive"] = drive
-    options.update({k: v for k, v in (  # Kubernetes: which cluster, namespace and claim
-        ("context", context), ("namespace", namespace), ("kubeconfig", kubeconfig),
-        ("storage_class", storage_class), ("claim", claim), ("mount_path", mount_path),
-        ("access_mode", access_mode)) if v is not None})
+    resources, options = cloud.up_request(**flags)
     if ssh or host:
         target = boxes.ssh_target(ssh, host, port, user, identity, ssh_config)
     else:  # no connection: these are for the instance a platform rents, if it rents

@@ -17,7 +17,11 @@ A new platform is one module, one profile YAML and its tests:
    rgt.platforms.http (for a REST control plane): never rgt.lifecycle or rgt.cli
    (tests/test_layering.py fails otherwise). Refuse a resource field or an option you cannot
    honour in `provision`, before anything is rented (`refuse_unsupported`).
-3. One line in REGISTRY below: "<name>": "rgt.platforms.<module>:<Class>".
+   Its own `rgt up` / `rgt offers` flags (a region's filesystem, an offer id): declared as
+   `UP` / `OFFERS` in `flags.py` beside a folder's `platform.py` (rgt.platforms.options);
+   the CLI makes them flags and the values arrive in `request.options`. Refuse any other
+   option by name (tests/test_platform_options.py holds a platform to its declaration).
+3. One line in REGISTRY below: "<name>": "rgt.platforms.<package>.platform:<Class>".
 4. Tests: a local fake of the control plane that speaks its documented API shapes and
    rejects what the real one rejects (tests/cloud/fakes), and the verbs run against it.
 
@@ -28,17 +32,25 @@ reach the new platform through this registry.
 from __future__ import annotations
 
 from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from rgt.platforms.base import (
-    Launched,
-    Platform,
-    Released,
-    ReleaseRefused,
-    Request,
-    Teardown,
-    Unbuilt,
-)
-from rgt.profiles import load_profile
+if TYPE_CHECKING:
+    from rgt.platforms.base import Platform
+
+# The contract's names, imported from rgt.platforms.base on first use: reading REGISTRY, or a
+# platform's flag declarations (rgt.platforms.options), must not cost pydantic and the spec
+# (`rgt offers --help`, `rgt up --help`).
+_FROM_BASE = ("Launched", "Platform", "ReleaseRefused", "Released", "Request", "Teardown",
+              "Unbuilt")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_BASE:
+        from rgt.platforms import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["REGISTRY", "Launched", "Platform", "ReleaseRefused", "Released", "Request", "Teardown",
            "platform_for"]
@@ -69,6 +81,9 @@ BY_KIND: dict[str, str] = {
 def platform_for(profile: str) -> Platform:
     """The platform of a profile; a profile whose module has not landed yet gets `Unbuilt`,
     whose every verb says so."""
+    from rgt.platforms.base import Unbuilt
+    from rgt.profiles import load_profile
+
     target = REGISTRY.get(profile)
     if target is None:
         target = BY_KIND.get(load_profile(profile).facts.kind)
