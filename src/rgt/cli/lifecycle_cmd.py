@@ -375,7 +375,12 @@ def _pull_all(store: Store, name: str, run_id: str | None, dest: str | None, *,
         if not as_json:
             console.print(f"[bold]pull {escape(run.id)}[/]")
         where = None if dest is None else Path(dest) / run.id
-        reports.append(_pull_one(store, name, run.id, where, as_json=as_json, **how))
+        try:
+            reports.append(_pull_one(store, name, run.id, where, as_json=as_json, **how))
+        except UserError as err:  # one run's trouble (its files, the link) stops only it
+            reports.append({"run": run.id, "ok": False, "problems": [str(err)]})
+            if not as_json:
+                err_console.print(f"[red]✗[/] {escape(run.id)}: {escape(str(err))}")
     live = [run.id for run in found.live]
     if as_json:
         print_json("pull", box=name, pulls=reports, live=live, settled=found.settled)

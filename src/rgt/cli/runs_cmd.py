@@ -183,11 +183,19 @@ def _cancel_all(store: Store, box, run_id: str | None, grace: float | None, yes:
             f"Type the box name ({box.name}) to confirm", box.name, verb="cancel",
             unchanged="the runs go on", instead=f"`rgt cancel {box.name} --all --yes`"):
         raise UserError("confirmation did not match; the runs go on", exit_code=1)
+    failed = 0
     for run, grace_s in zip(runs, graces, strict=True):
         console.print(f"stopping {escape(run.id)}: SIGTERM, SIGKILL after {grace_s:g} s ...")
-        report = cancel_mod.cancel(store, box, run, grace_s)
+        try:
+            report = cancel_mod.cancel(store, box, run, grace_s)
+        except UserError as err:  # this run's (paused, ended meanwhile): the others go on
+            failed += 1
+            console.print(f"[red]✗[/] {escape(run.id)}: {escape(str(err))}")
+            continue
         how = "; ".join(report.get("sent") or []) or "its processes were already gone"
         console.print(f"[green]✓[/] cancelled [bold]{escape(run.id)}[/] ({escape(how)})"
                       + (" — killed after the grace" if report.get("escalated") else ""))
     console.print(f"Next: [bold]rgt pull {escape(box.name)} --all[/] (logs, checkpoints, partial "
                   f"outputs), then [bold]rgt down {escape(box.name)}[/]")
+    if failed:
+        raise typer.Exit(1)
