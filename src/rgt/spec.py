@@ -33,11 +33,11 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
 from rgt import dstacktask, skytask, yaml12
 from rgt.errors import UserError
+from rgt.spec_sections import SECTIONS, PlatformSections
 
 GPU_CONSTRAINT = re.compile(r"^(?P<model>[A-Za-z0-9_\-]+)(?::(?P<count>\d+))?$")
 SIZE = re.compile(r"^\d+(\.\d+)?\s*[KMGT]i?B?$", re.IGNORECASE)
@@ -105,151 +105,6 @@ class Resources(BaseModel):
         return int(match["count"] or 1)
 
 
-class SlurmSettings(BaseModel):
-    """`slurm:` in a spec: what a cluster asks of each job beyond the resources."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-    modules: list[str] = Field(default=[], description="`module load` each, before setup")
-    sbatch_args: list[str] = Field(default=[], description="more #SBATCH words, as typed")
-
-    @field_validator("sbatch_args", "modules", mode="before")
-    @classmethod
-    def _words(cls, value: Any) -> Any:
-        return shlex.split(value) if isinstance(value, str) else value
-
-    @field_validator("partition", "account", "qos", "constraint")
-    @classmethod
-    def _one_word(cls, value: str | None) -> str | None:
-        if value is not None and (not value.strip() or any(c.isspace() for c in value)):
-            raise ValueError("expected one word, e.g. gpu")
-        return value
-
-
-IMAGE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-RESERVED_LABELS = ("app.kubernetes.io/managed-by", "rgt.dev/")  # rgt finds its objects by these
-
-
-def _label_key(key: str) -> bool:
-    """A Kubernetes label key: [DNS-subdomain prefix/]name, the name 1-63 characters."""
-    prefix, _, name = key.rpartition("/")
-    return bool(name) and bool(LABEL_NAME.match(name)) and (
-        not prefix or (len(prefix) <= 253 and bool(DNS_SUBDOMAIN.match(prefix))))
-
-
-class Toleration(BaseModel):
-    """One core/v1 Toleration, with the API server's own field names and rules."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    key: str | None = None
-    operator: str = "Equal"
-    value: str | None = None
-    effect: str | None = None
-    tolerationSeconds: int | None = None  # noqa: N815 (the API's spelling)
-
-    @field_validator("operator")
-    @classmethod
-    def _operator(cls, value: str) -> str:
-        if value not in ("Equal", "Exists"):
-            raise ValueError("operator is Equal or Exists")
-        return value
-
-    @field_validator("effect")
-    @classmethod
-    def _effect(cls, value: str | None) -> str | None:
-        if value is not None and value not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-            raise ValueError("effect is NoSchedule, PreferNoSchedule or NoExecute")
-        return value
-
-    @field_validator("key")
-    @classmethod
-    def _key(cls, value: str | None) -> str | None:
-        if value and not _label_key(value):
-            raise ValueError(f"{value!r} is not a valid taint key")
-        return value
-
-    @model_validator(mode="after")
-    def _as_the_api_server_checks(self) -> Toleration:
-        # what the API server would refuse at submit time, said here instead
-        if self.operator == "Exists" and self.value:
-            raise ValueError("a toleration with operator Exists takes no value")
-        if not self.key and self.operator != "Exists":
-            raise ValueError("a toleration without a key needs operator: Exists")
-        if self.tolerationSeconds is not None and self.effect != "NoExecute":
-            raise ValueError("tolerationSeconds applies only to effect: NoExecute")
-        return self
-
-    def manifest(self) -> dict[str, Any]:
-        return self.model_dump(exclude_none=True)
-
-
-class KubernetesSettings(BaseModel):
-    """`kubernetes:` in a spec: what a cluster asks of this job's pods beyond the resources.
-
-    The namespace is the box's (its PVC lives there, and a pod mounts only a claim of its own
-    namespace): `rgt up --namespace` chooses it, a job cannot."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    image: str | None = Field(default=None, description="registry/name@sha256:<digest>; "
-                                                        "overrides the box's")
-    service_account: str | None = None
-    node_selector: dict[str, str] = {}
-    tolerations: list[Toleration] = []
-    priority_class: str | None = None
-    labels: dict[str, str] = {}
-
-    @field_validator("image")
-    @classmethod
-    def _pinned(cls, value: str | None) -> str | None:
-        if value is not None and not IMAGE_DIGEST.search(value):
-            raise ValueError(f"image {value!r} is not pinned by digest (a tag moves and the "
-                             "next pod may run other code); use name@sha256:<digest>")
-        return value
-
-    @field_validator("service_account", "priority_class")
-    @classmethod
-    def _object_name(cls, value: str | None) -> str | None:
-        if value is not None and (len(value) > 253 or not DNS_SUBDOMAIN.match(value)):
-            raise ValueError(f"{value!r} is not a Kubernetes object name (lowercase "
-                             "letters, digits, '-' and '.')")
-        return value
-
-    @field_validator("node_selector", "labels", mode="before")
-    @classmethod
-    def _string_values(cls, value: Any) -> Any:
-        if isinstance(value, dict):  # YAML reads `gpu: true` or `tier: 1` as non-strings
-            return {str(k): str(v).lower() if isinstance(v, bool) else str(v)
-                    for k, v in value.items()}
-        return value
-
-    @field_validator("node_selector", "labels")
-    @classmethod
-    def _label_pairs(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, text in value.items():
-            if not _label_key(key):
-                raise ValueError(f"{key!r} is not a valid label key")
-            if not LABEL_NAME.match(text):
-                raise ValueError(f"{key}: {text!r} is not a valid label value (63 characters "
-                                 "of letters, digits, '-', '_' and '.')")
-        return value
-
-    @field_validator("labels")
-    @classmethod
-    def _not_rgts(cls, value: dict[str, str]) -> dict[str, str]:
-        taken = [k for k in value if k == RESERVED_LABELS[0] or k.startswith(RESERVED_LABELS[1])]
-        if taken:
-            raise ValueError(f"{taken[0]} is rgt's own label (it finds the job's pods by it)")
-        return value
-
-
 RECOVER_CAUSES = ("crashed", "preempted")
 CKPT_HOME_VARIABLES = ("$RGT_CKPT_DIR", "${RGT_CKPT_DIR}")
 URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
@@ -278,7 +133,9 @@ class Recover(BaseModel):
         return value
 
 
-class JobSpec(BaseModel):
+class JobSpec(PlatformSections):
+    """The job: the fields below, and each platform's own section (rgt.spec_sections)."""
+
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -297,10 +154,8 @@ class JobSpec(BaseModel):
     checkpoint_dir: str | None = None
     recover: Recover | None = None
     resources: Resources = Resources()
-    slurm: SlurmSettings | None = None  # a Slurm cluster's settings (partition, account …)
-    kubernetes: KubernetesSettings | None = None  # a cluster's pod settings (image, tolerations)
     exclude: list[str] = [".git", "__pycache__", "*.pyc", ".venv"]
-    # A sweep: the cartesian product of these values, one cell each (a Slurm job array);
+    # A sweep: the cartesian product of these values, one cell each (a scheduler's job array);
     # `{name}` in `run` is replaced by the cell's value, RGT_PARAM_<NAME> is exported, and
     # each cell writes its `outputs` under its own $RGT_OUT_DIR (the cells share the workdir).
     grid: dict[str, list[str | int | float | bool]] = {}
@@ -308,7 +163,7 @@ class JobSpec(BaseModel):
     # The format the spec was read from. A SkyPilot or dstack task's `run` is a script that
     # runs once on every node and starts its own workers (from SKYPILOT_*/DSTACK_* variables),
     # as those tools run it; an rgt spec's `run` on several nodes is one worker, for which rgt
-    # starts torchrun (platforms.slurm.step_command).
+    # starts torchrun (the platform's step command).
     dialect: Literal["rgt", "skypilot", "dstack"] = "rgt"
 
     @field_validator("setup", mode="before")
@@ -428,15 +283,48 @@ def _explain(err: ValidationError) -> str:
     if first["type"] == "missing":
         message = "is required"
     elif first["type"] == "extra_forbidden":
-        model = {"resources": Resources, "slurm": SlurmSettings,
-                 "kubernetes": KubernetesSettings}.get(str(first["loc"][0]), JobSpec)
-        if first["loc"][:2] == ("kubernetes", "tolerations"):
-            model = Toleration
-        close = difflib.get_close_matches(str(first["loc"][-1]), list(model.model_fields), n=1)
+        model = _model_at(first["loc"][:-1])
+        known = _field_order(model)
+        close = difflib.get_close_matches(str(first["loc"][-1]), known, n=1)
         message = (f"is not a known field; did you mean `{close[0]}`?" if close else
-                   f"is not a known field ({', '.join(model.model_fields)})")
+                   f"is not a known field ({', '.join(known)})")
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
     return f"field `{where}` {message}{more}"
+
+
+def _model_at(loc: tuple) -> type[BaseModel]:
+    """The model whose field list a misspelt key at `loc` belongs to (a section, a list's
+    item: `kubernetes.tolerations.0` is a toleration)."""
+    model: type[BaseModel] = JobSpec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        inner = model.model_fields.get(str(part))
+        found = [t for t in _types(inner.annotation if inner else None)
+                 if isinstance(t, type) and issubclass(t, BaseModel)]
+        if not found:
+            break
+        model = found[0]
+    return model
+
+
+def _types(annotation: Any) -> list[Any]:
+    """The classes inside an annotation (`Toleration` in `list[Toleration] | None`)."""
+    inner = getattr(annotation, "__args__", None)
+    if not inner:
+        return [annotation]
+    return [t for arg in inner for t in _types(arg)]
+
+
+def _field_order(model: type[BaseModel]) -> list[str]:
+    """A model's fields as its class lists them; the platforms' sections after `resources`,
+    where the job spec's own list has always named them."""
+    names = list(model.model_fields)
+    if model is not JobSpec:
+        return names
+    own = [n for n in names if n not in SECTIONS]
+    at = own.index("resources") + 1
+    return own[:at] + list(SECTIONS) + own[at:]
 
 
 def drop_torch_installs(setup: str) -> tuple[str, list[str]]:

@@ -87,13 +87,15 @@ def _render(name: str, report: dict) -> None:
 
 
 def _render_from_outside(name: str, report: dict) -> None:
-    """Colab, Kaggle: what the platform shows from outside (the Drive folder, the quota)."""
+    """A notebook platform (Colab, Kaggle): what it shows from outside (the Drive folder, the
+    account), as the lines its audit section lists under "shown": [[label, value], ...]."""
     console.print(f"[bold]{escape(name)}[/]: no disks, GPUs or Python measured (rgt runs no "
                   "command on a notebook runtime)")
-    if isinstance(colab := report.get("colab"), dict) and colab.get("drive"):
-        console.print(f"Drive folder: {escape(str(colab['drive']))}")
-    if isinstance(kaggle := report.get("kaggle"), dict) and kaggle.get("owner"):
-        console.print(f"Kaggle account: {escape(str(kaggle['owner']))}")
+    for section in report.values():
+        shown = section.get("shown") if isinstance(section, dict) else None
+        for line in shown if isinstance(shown, list) else []:
+            if isinstance(line, list) and len(line) == 2 and line[1]:
+                console.print(f"{escape(str(line[0]))}: {escape(str(line[1]))}")
     _render_verdicts(report)
 
 
@@ -163,7 +165,7 @@ def _render_scheduler(name: str, sched: dict) -> None:
         table.add_row(escape(str(p["name"]) + (" (default)" if p.get("default") else "")),
                       escape(str(p.get("avail"))), escape(str(p.get("time_limit"))),
                       str(p.get("nodes") or "?"), escape(str(p.get("cpus_per_node"))),
-                      _slurm_mb(p.get("mem_mb_per_node")), escape(str(p.get("gres") or "0")),
+                      _mib(p.get("mem_mb_per_node")), escape(str(p.get("gres") or "0")),
                       escape(_compact(p.get("limits"))))
     console.print(table)
     for assoc in sched.get("associations") or []:
@@ -173,8 +175,8 @@ def _render_scheduler(name: str, sched: dict) -> None:
         console.print(f"{escape(str(fs.get('path')))}: {escape(str(fs.get('fstype')))} {where}")
 
 
-def _slurm_mb(value) -> str:
-    """Slurm's "MB" are MiB (RealMemory): shown in GiB like everything else here."""
+def _mib(value) -> str:
+    """A scheduler's "MB" (Slurm's RealMemory) are MiB: shown in GiB like everything else."""
     try:
         return size(float(str(value).rstrip("+")) * 1024 * 1024)
     except ValueError:

@@ -23,8 +23,9 @@ from rgt.transport import TransportError
 
 LOG_LINES = 5000  # the log's tail that is read: where a crash and its cause are
 FULL_PCT = 90.0  # a disk this full (bytes or inodes) is a finding
-_GOTCHA_REF = re.compile(r"\b(?:U\d+|AD\d+|AD-DANGER|LAM\d+|VAST\d+|GEN\d+|SLURM\d+|K8S\d+|NB\d+|"
-                         r"RP\d+|LOC\d+)\b")
+# A gotcha id's shape (U7, AD-DANGER, a platform's prefix and a number): what the probe names
+# is then looked up in the catalog, and an id it lacks is dropped (`_add`)
+_GOTCHA_REF = re.compile(r"\b(?:[A-Z][A-Z0-9]*[A-Z]\d+|U\d+|[A-Z]+-DANGER)\b")
 _MAX_EVIDENCE_CHARS = 300
 
 
@@ -113,11 +114,21 @@ def _from_probe(findings: dict[str, Finding], summary: dict[str, Any], profile: 
                                 ("bytes_pct", "bytes", ("U7", "U6"))):
             pct = disk.get(key)
             if isinstance(pct, int | float) and pct >= FULL_PCT:
-                gotcha_id = ids[0] if profile == "autodl" or ids[0] != "AD4" else ids[1]
+                gotcha_id = ids[0] if _applies(ids[0], profile) else ids[1]
                 _add(findings, gotcha_id, f"{path}: {label} {pct:.0f}% used", "probe: disks")
     for cause in summary.get("causes") or []:
         for gotcha_id in _GOTCHA_REF.findall(str(cause)):
             _add(findings, gotcha_id, str(cause), "probe: verdict")
+
+
+def _applies(gotcha_id: str, profile: str) -> bool:
+    """Whether a gotcha speaks of this box: a universal one, or one of its own profile's (a
+    full inode table is AD4 on the platform that caps inodes, U7 anywhere else)."""
+    try:
+        owner, _ = find_gotcha(gotcha_id)
+    except UserError:
+        return False
+    return owner in ("universal", profile)
 
 
 def _add(findings: dict[str, Finding], gotcha_id: str, evidence: str, where: str) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from rgt.errors import UserError
 from rgt.platforms import platform_for
+from rgt.profiles import load_profile
 from rgt.store import LIVE, Box, Run, Store
 from rgt.transport import SshTransport
 
@@ -63,8 +64,9 @@ def session(store: Store, box_name: str, command: list[str], *, local: list[str]
     node = "127.0.0.1"
     remote_words = list(command)
     notes: list[str] = []
+    # a scheduler's job runs on a node of its own: the session goes on there
     found = _first_node(transport, str(job["job_id"])) if job.get("job_id") and \
-        job.get("kind") == "slurm" else None
+        load_profile(box.profile).facts.jobs_on_other_nodes else None
     if found:
         node = found
         remote_words = _srun_words(str(job["job_id"]), command)

@@ -106,6 +106,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from rgt.errors import UserError
 from rgt.spec import Resources
+from rgt.spec_sections import READERS
 from rgt.store import Box, Run, Store
 from rgt.transport import SshTarget, TransferStats, Transport
 
@@ -201,15 +202,11 @@ def size_gb(size: str) -> float:
     return number * 1024 ** ("KMGT".index(unit) - 2)
 
 
-PLATFORM_SECTIONS = ("slurm", "kubernetes")
-
-
 def refuse_foreign_sections(platform: Platform, spec: JobSpec) -> None:
     """A spec's `slurm:` on a Kubernetes box (or `kubernetes:` on an SSH box) would be ignored
     there: say so before anything runs."""
-    for section in PLATFORM_SECTIONS:
+    for section, readers in READERS.items():
         if getattr(spec, section, None) is not None and section not in platform.spec_sections:
-            readers = {"slurm": "a slurm box", "kubernetes": "a kubernetes box"}[section]
             raise UserError(f"the spec's `{section}:` section applies only to {readers}; "
                             f"{platform.profile} would ignore it. Drop it from the spec, or "
                             f"run on {readers}")

@@ -73,7 +73,8 @@ from rgt.platforms.k8s.manifests import (
 from rgt.platforms.slurm.platform import grid_cells, grid_command
 from rgt.profiles import load_profile
 from rgt.remote.layout import Layout, job_environment
-from rgt.spec import JobSpec, KubernetesSettings
+from rgt.spec import JobSpec
+from rgt.spec_sections import KubernetesSettings
 from rgt.store import LIVE, Box, Run, Store
 from rgt.transport import TransferStats, Transport
 

@@ -461,5 +461,6 @@ class KagglePlatform(Platform):
         line = quota_line(quota)
         verdicts = [{"level": "warn" if quota.get("gpu_left_s") == 0 else "ok", "id": "KG",
                      "message": line}] if line else []
-        return {"kaggle": {"owner": box.extra.get("owner"), "quota": quota,
-                           "verdicts": verdicts}}
+        owner = box.extra.get("owner")  # "shown": what `rgt audit` prints from outside
+        return {"kaggle": {"owner": owner, "quota": quota, "verdicts": verdicts,
+                           "shown": [["Kaggle account", str(owner)]] if owner else []}}
