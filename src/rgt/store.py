@@ -13,7 +13,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,11 @@ CREATE TABLE IF NOT EXISTS events (
     detail TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_by_run ON events (box, run, kind, id);
+-- Indexes, not scans, for a store of thousands of runs (bench/many_runs.py). A store made
+-- before them gains them when it is opened: CREATE ... IF NOT EXISTS, nothing else changes.
+CREATE INDEX IF NOT EXISTS runs_by_box ON runs (box, created);
+CREATE INDEX IF NOT EXISTS runs_by_resumes ON runs (json_extract(spec, '$.resumes'))
+    WHERE json_valid(spec);            -- a run's next attempt is the run that resumes it
 CREATE TABLE IF NOT EXISTS evidence (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     at REAL NOT NULL,
@@ -64,6 +69,7 @@ CREATE TABLE IF NOT EXISTS evidence (
     ok INTEGER NOT NULL,
     detail TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS evidence_by_run ON evidence (kind, box, run, id);
 CREATE TABLE IF NOT EXISTS teardowns (   -- `rgt down`'s journal (rgt.lifecycle.down_journal)
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     box TEXT NOT NULL,
@@ -334,6 +340,19 @@ class Store:
             "WHERE runs.box=? AND runs.created >= boxes.created ORDER BY runs.created", (box,))
         return [_run(r) for r in rows]
 
+    def runs_by_box(self, statuses: tuple[str, ...] | None = None) -> dict[str, list[Run]]:
+        """Every registered box's runs (as `runs` gives them), or only those in STATUSES, in
+        one query: a board of a hundred boxes asks once, not once per box."""
+        where = f" AND runs.status IN ({','.join('?' * len(statuses))})" if statuses else ""
+        rows = self.db.execute(
+            "SELECT runs.* FROM runs JOIN boxes ON boxes.name = runs.box "
+            f"WHERE runs.created >= boxes.created{where} ORDER BY runs.created",
+            tuple(statuses or ()))
+        found: dict[str, list[Run]] = {}
+        for row in rows:
+            found.setdefault(row["box"], []).append(_run(row))
+        return found
+
     def run(self, box: str, run_id: str | None = None) -> Run:
         """A run of the box by id (a unique prefix or suffix, @last, @-1 …: rgt.runids), or
         its newest run."""
@@ -346,9 +365,18 @@ class Store:
 
     def next_attempt(self, run_id: str) -> Run | None:
         """The run that resumed `run_id` (on any box), if one did: its chain's next attempt."""
-        rows = self.db.execute("SELECT * FROM runs WHERE spec LIKE ? ORDER BY created",
-                               (f'%"resumes": "{run_id}"%',))
-        return next((run for run in map(_run, rows) if run.spec.get("resumes") == run_id), None)
+        row = self.db.execute(f"SELECT * FROM runs WHERE json_valid(spec) AND {_RESUMES} = ? "
+                              "ORDER BY created LIMIT 1", (run_id,)).fetchone()
+        return _run(row) if row else None
+
+    def next_attempts(self) -> dict[str, str]:
+        """Every run that was resumed -> the id of the run that resumed it (the first, as
+        `next_attempt` says): one query for a whole listing."""
+        found: dict[str, str] = {}
+        for row in self.db.execute(f"SELECT id, {_RESUMES} FROM runs WHERE json_valid(spec) "
+                                   f"AND {_RESUMES} IS NOT NULL ORDER BY created"):
+            found.setdefault(row[1], row[0])
+        return found
 
     def chain(self, run: Run) -> list[Run]:
         """Every attempt of `run`'s chain, first to last, across boxes (a cycle, which only a
@@ -462,6 +490,14 @@ class Store:
                         (teardown.finished, teardown.id))
         self._changed()
 
+    def latest_verdicts(self, kind: str) -> dict[tuple[str, str | None], bool]:
+        """(box, run) -> whether its latest evidence of this kind was ok, for every run that
+        has some: one query where a listing would ask `latest_evidence` once per run."""
+        rows = self.db.execute(
+            "SELECT box, run, ok FROM evidence WHERE id IN (SELECT MAX(id) FROM evidence "
+            "WHERE kind=? GROUP BY box, run)", (kind,))
+        return {(row["box"], row["run"]): bool(row["ok"]) for row in rows}
+
     def latest_evidence(self, kind: str, box: str, run: str | None = None) -> Evidence | None:
         row = self.db.execute(
             "SELECT * FROM evidence WHERE kind=? AND box=? AND run IS ? ORDER BY id DESC LIMIT 1",
@@ -471,6 +507,11 @@ class Store:
             return None
         return Evidence(row["at"], row["box"], row["run"], row["kind"], bool(row["ok"]),
                         json.loads(row["detail"]))
+
+
+# A run's `resumes` (the attempt it continues), as the runs_by_resumes index is built on it:
+# a query must spell it the same for SQLite to use the index.
+_RESUMES = "json_extract(spec, '$.resumes')"
 
 
 BOX_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -495,5 +536,31 @@ def _event(row: sqlite3.Row) -> dict[str, Any]:
 
 
 def _run(row: sqlite3.Row) -> Run:
-    return Run(row["id"], row["box"], row["job"], row["remote_dir"], json.loads(row["spec"]),
-               row["status"], row["exit_code"], row["created"], row["updated"])
+    return _StoredRun(row["id"], row["box"], row["job"], row["remote_dir"],
+                      _SpecText(row["spec"]), row["status"], row["exit_code"], row["created"],
+                      row["updated"])
+
+
+class _SpecText(str):
+    """A run's spec as the store holds it: JSON not decoded yet."""
+
+
+class _StoredRun(Run):
+    """A run read from the store, its spec decoded on first use. Listings read thousands of
+    runs (`rgt runs`, `ls`, `top`) and the spec of few; decoding every one was most of their
+    time (bench/many_runs.py). Otherwise a Run: same fields, equality and repr."""
+
+    @property  # type: ignore[override]
+    def spec(self) -> dict[str, Any]:
+        if isinstance(self._spec, _SpecText):
+            self._spec = json.loads(self._spec)
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: dict[str, Any]) -> None:
+        self._spec = value
+
+    def __eq__(self, other: object) -> bool:  # a Run read back equals the Run written
+        if not isinstance(other, Run):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(Run))

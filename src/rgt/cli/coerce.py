@@ -30,11 +30,13 @@ _UNSURE = object()  # the fast path cannot say: Typer's adapter decides
 
 def use_fast_coercion(command: Any) -> None:
     """Give each parameter of COMMAND (and of its subcommands) the fast coercion."""
-    if RuntimeParam is None or getattr(command, "_rgt_fast", False):
+    if RuntimeParam is None:
+        return
+    for param in getattr(command, "params", ()):  # (again: Typer may have added some since)
+        _give_fast(param)
+    if getattr(command, "_rgt_fast", False):
         return
     command._rgt_fast = True
-    for param in getattr(command, "params", ()):
-        _give_fast(param)
     made_help_option = command.get_help_option  # made on first use, as a parameter too
 
     def get_help_option(ctx: Any) -> Any:

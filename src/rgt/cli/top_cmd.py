@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Group
@@ -16,10 +16,12 @@ from rich.text import Text
 from rgt.cli import app, termplot
 from rgt.cli.console import console, duration, err_console, escape, print_json, safe_text
 from rgt.errors import UserError
-from rgt.lifecycle import metrics as metrics_mod
 from rgt.lifecycle import top as top_mod
 from rgt.lifecycle.money import IDLE_WARNING_S
 from rgt.store import LIVE, Store
+
+if TYPE_CHECKING:
+    from rgt.lifecycle.metrics import Series
 
 STATUS_STYLE = {"succeeded": "green", "running": "cyan", "starting": "cyan",
                 "paused": "yellow", "resuming": "yellow", "stopped": "yellow",
@@ -91,6 +93,10 @@ def render(f: top_mod.Frame, *, interval: float | None, asked: float | None = No
     for line in f.boxes:
         rows.append(_box_row(line))
         rows += [_run_row(line.box.name, run) for run in f.runs.get(line.box.name, [])]
+        if more := f.more.get(line.box.name):
+            rows.append((Text(" └ …"), Text(""), "", Text(
+                f"{more} older ended run{'s' * (more != 1)} not pulled: rgt runs "
+                f"{line.box.name} --all", style="dim")))
     boxes = {id(row) for row in rows if not row[0].plain.startswith(" └ ")}
     name_w = min(max(len(r[0]) for r in rows), 34)
     state_w = max(len(r[1]) for r in rows)
@@ -194,6 +200,8 @@ def plot(
         from rgt.cli import pngplot
 
         pngplot.check(png)
+    from rgt.lifecycle import metrics as metrics_mod  # (the log reader: only `plot` needs it)
+
     data = metrics_mod.metric_series(Store(), name, run_id, pulled=pulled, cell=cell)
     keys = choose(data, metric)
     if as_json:
@@ -228,7 +236,7 @@ def plot(
             console.print(f"[green]✓[/] wrote {escape(str(png))}")
 
 
-def choose(data: metrics_mod.Series, wanted: list[str] | None) -> list[str]:
+def choose(data: Series, wanted: list[str] | None) -> list[str]:
     """The metrics to draw: the ones asked for (each must exist), else the loss-like ones and
     other metrics first, four at most, each a line (two points or more; the epoch is the x
     axis's business, not a chart)."""

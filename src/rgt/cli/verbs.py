@@ -125,7 +125,10 @@ class LazyVerbs(TyperGroup):
         ordered = {v.name: loaded.pop(v.name, None)
                    or _Listed(name=v.name, help=v.help, hidden=v.hidden) for v in VERBS}
         super().__init__(commands={**ordered, **loaded}, **attrs)
-        use_fast_coercion(self)  # `rgt`'s own options too (--version)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        use_fast_coercion(self)  # `rgt`'s own options (--version, completion) are read here
+        return super().parse_args(ctx, args)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[Any, Any, list[str]]:
         guessing = not ctx.resilient_parsing  # (a Tab's parse names nothing)

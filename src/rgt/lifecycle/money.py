@@ -30,11 +30,12 @@ class BoxLine:
 def box_lines(store: Store, now: float | None = None) -> list[BoxLine]:
     now = now or time.time()
     lines = []
+    by_box = store.runs_by_box()  # one query for every box's runs (bench/many_runs.py)
     for box in store.boxes():
         end = box.down_at if box.state == "down" and box.down_at else now
         uptime = end - box.created
         spent = box.rate * uptime / 3600 if box.rate is not None else None
-        runs = store.runs(box.name)
+        runs = by_box.get(box.name, [])
         live = [r for r in runs if r.status in LIVE]
         # brief: the two facts shown here, cached beside the store (no schema to build)
         profile = brief(box.profile, store.path.parent / "cache")

@@ -20,6 +20,7 @@ from rgt.lifecycle.watch import refresh, step_samples
 from rgt.store import LIVE, Store
 
 RECENT_S = 15 * 60  # an ended run stays on the board this long (unless it still needs a pull)
+ENDED_SHOWN = 3  # ended runs per box on the board, newest first; the rest are counted
 PROBE_WORKERS = 8
 
 
@@ -41,6 +42,8 @@ class Frame:
     at: float
     boxes: list[money.BoxLine]
     runs: dict[str, list[RunRow]] = field(default_factory=dict)
+    # box -> its ended runs still to pull that the board has no room for (`rgt runs BOX`)
+    more: dict[str, int] = field(default_factory=dict)
 
     @property
     def spent(self) -> float:
@@ -63,8 +66,9 @@ class Prober:
 
     def probe_all(self) -> None:
         store = Store(self.store_path)
+        live = store.runs_by_box(LIVE)  # the live runs only: one query, not one per box
         targets = [(box, run) for box in store.boxes() if box.state == "up"
-                   for run in store.runs(box.name) if run.status in LIVE]
+                   for run in live.get(box.name, [])]
         with ThreadPoolExecutor(max_workers=PROBE_WORKERS) as pool:
             list(pool.map(lambda target: self._probe(*target), targets))
         self.finished_at = time.time()
@@ -88,17 +92,24 @@ def frame(store: Store, prober: Prober, *, all_boxes: bool = False,
     shown = [line for line in money.box_lines(store, now)
              if line.box.state == "up" or all_boxes or line.still_billing]
     result = Frame(now, shown)
+    verdicts = store.latest_verdicts("pull-verified")  # one query, not one per run
+    by_box = store.runs_by_box()  # and one for every box's runs
     for line in shown:
-        rows = []
-        for run in store.runs(line.box.name):
-            pulled = bool((ev := store.latest_evidence("pull-verified", run.box, run.id))
-                          and ev.ok)
+        runs, ended = [], []
+        for run in by_box.get(line.box.name, []):
+            pulled = verdicts.get((run.box, run.id), False)
             if run.status not in LIVE and pulled and now - run.updated > RECENT_S:
                 continue
             if run.status not in LIVE and line.box.state != "up" and pulled:
                 continue
-            rows.append(_row(store, prober, run, pulled, now))
-        result.runs[line.box.name] = rows
+            (runs if run.status in LIVE else ended).append((run, pulled))
+        # a month of runs never pulled would be thousands of rows: the newest few, counted
+        keep = {id(run) for run, _ in ended[-ENDED_SHOWN:]}
+        result.more[line.box.name] = len(ended) - len(keep)
+        result.runs[line.box.name] = [_row(store, prober, run, pulled, now)
+                                      for run, pulled in sorted(runs + ended,
+                                                                key=lambda r: r[0].created)
+                                      if run.status in LIVE or id(run) in keep]
     return result
 
 
@@ -130,5 +141,6 @@ def as_json(f: Frame) -> dict[str, Any]:
                    "uptime_s": ln.uptime_s, "rate_usd_per_hour": ln.box.rate,
                    "spent_usd": ln.spent, "walltime_s": ln.walltime_s, "idle_s": ln.idle_s,
                    "live_runs": ln.live_runs, "still_billing": ln.still_billing,
-                   "runs": [vars(r) for r in f.runs.get(ln.box.name, [])]}
+                   "runs": [vars(r) for r in f.runs.get(ln.box.name, [])],
+                   "ended_runs_not_shown": f.more.get(ln.box.name, 0)}
                   for ln in f.boxes]}
