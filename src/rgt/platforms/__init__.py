@@ -2,8 +2,8 @@
 
 `platform_for(profile)` returns a `Platform` (rgt.platforms.base) for every profile; the
 lifecycle verbs call only its verbs (provision, launch, state, logs, fetch, release,
-audit_extras, and the optional dependency_on, gate, cancel, teardown, render) and never name
-a platform.
+audit_extras, and the optional ones it has: `abilities()`, rgt.platforms.base.Ability, each
+absent one with its reason) and never name a platform (tests/test_no_platform_names.py).
 
 A new platform is one module, one profile YAML and its tests:
 
