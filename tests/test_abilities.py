@@ -42,6 +42,13 @@ def test_each_platform_declares_its_abilities_and_why_it_lacks_the_rest(profile)
             assert len(abilities.why_not(ability)) > 20, (profile, ability)
 
 
+def test_a_platform_that_rents_through_an_api_says_it_rents():
+    """`rents` is what the MCP server asks before `up` without ssh/host: a rental spends money
+    and needs the user's approval; each platform with a control plane to ask rents there."""
+    for profile, abilities in EXPECTED.items():
+        assert platform_for(profile).rents == (Ability.CLOUD_STATUS in abilities), profile
+
+
 def test_an_absent_verb_refuses_with_its_reason_and_render_says_it_as_before():
     platform = platform_for("generic-ssh")
     box = Box("b", "generic-ssh", {}, "/d", "/d", None, "up", time.time())

@@ -402,6 +402,7 @@ class RunpodPlatform(SshPlatform):
     name = "runpod"
     supports = frozenset({"gpu", "disk", "image", "region"})
     confirm_s: float = 300
+    rents = True  # without --ssh/--host `provision` creates a pod: it bills from there
 
     def provision(self, store: Store, request: Request) -> Box:
         res = request.resources
