@@ -25,8 +25,9 @@ an rgt spec that borrows a SkyPilot or dstack launch line then runs it as writte
 On a one-machine box (local, SSH, AutoDL, a cloud instance, a Kubernetes pod) the values are
 fixed before the job starts: rank 0 of 1 node whose address is 127.0.0.1 — the one address
 every process on that machine reaches it by, whatever its interfaces. On Slurm the batch
-script and each step read them from Slurm at run time (`slurm_exports`, `slurm_rank_exports`):
-the addresses are the allocation's hostnames (`scontrol show hostnames`), which every node
+script and each step read them from Slurm at run time (`allocation_exports`,
+`allocation_rank_exports`, given the scheduler's own variables by the platform): the addresses
+are the allocation's hostnames (`scontrol show hostnames`), which every node
 resolves; rgt does not turn them into IPs (a node resolving its own name can answer 127.0.1.1,
 which the other nodes would then dial).
 """
@@ -65,23 +66,26 @@ def one_machine(*, gpus: int, run_id: str, job: str, platform: str,
     return env
 
 
-def slurm_exports(gpus_per_node: int) -> list[str]:
+def allocation_exports(gpus_per_node: int, *, hosts: str, node_count: str) -> list[str]:
     """Batch-script lines (on the allocation's first node, after the script has set
-    RGT_HEAD_NODE) that set the node list, the node count and the GPU counts from Slurm's own
-    variables; every step inherits them."""
+    RGT_HEAD_NODE) that set the node list, the node count and the GPU counts from the
+    scheduler's own variables; every step inherits them. `hosts`: the shell command that lists
+    the allocation's hostnames, one a line; `node_count`: the variable holding the node count
+    (the platform names both: Slurm's `scontrol show hostnames`, SLURM_NNODES)."""
     names = " ".join(ADDRESS_LIST_NAMES)
-    counts = " ".join(f'{n}="$SLURM_NNODES"' for n in NODE_COUNT_NAMES)
+    counts = " ".join(f'{n}="${node_count}"' for n in NODE_COUNT_NAMES)
     per_node = " ".join(f"{n}={gpus_per_node}" for n in GPUS_PER_NODE_NAMES)
     return [
-        'RGT_NODE_IPS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        f"RGT_NODE_IPS=$({hosts})",
         " ".join(f"{n}=$RGT_NODE_IPS" for n in ADDRESS_LIST_NAMES[1:]),
         'DSTACK_MASTER_NODE_IP=$RGT_HEAD_NODE',
         f"export {names} RGT_HEAD_NODE DSTACK_MASTER_NODE_IP",
         f"export {counts} {per_node}",
-        f'export DSTACK_GPUS_NUM=$(( {gpus_per_node} * SLURM_NNODES ))',
+        f"export DSTACK_GPUS_NUM=$(( {gpus_per_node} * {node_count} ))",
     ]
 
 
-def slurm_rank_exports() -> str:
-    """The line each step's shell runs first: this node's rank is Slurm's node id there."""
-    return "export " + " ".join(f'{n}="$SLURM_NODEID"' for n in RANK_NAMES + SETUP_RANK_NAMES)
+def allocation_rank_exports(node_id: str) -> str:
+    """The line each step's shell runs first: this node's rank is the scheduler's node id
+    there (`node_id`: the variable that holds it, e.g. SLURM_NODEID)."""
+    return "export " + " ".join(f'{n}="${node_id}"' for n in RANK_NAMES + SETUP_RANK_NAMES)

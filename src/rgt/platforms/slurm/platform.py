@@ -375,7 +375,8 @@ def step_command(command: str, opts: BatchOptions, *, nproc_per_node: int | None
         command = torchrun_command(command, nproc_per_node or max(1, opts.gpus), port=port)
     # A trapped shell waits for its child, so the trainer's own exit code (85) is the step's;
     # the trainer itself gets the signal (srun relays it to every process of the step).
-    inner = "trap : TERM INT USR1\n" + node_env.slurm_rank_exports() + "\n" + command
+    inner = ("trap : TERM INT USR1\n" + node_env.allocation_rank_exports("SLURM_NODEID") + "\n"
+             + command)
     return " ".join(srun) + f" bash -o pipefail -c {shlex.quote(inner)}"
 
 
@@ -497,7 +498,8 @@ def _body(paths: ScriptPaths, env: Mapping[str, str], setup: str, hook: str | No
     lines += [
         'RGT_HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "export RGT_HEAD_NODE",
-        *node_env.slurm_exports(gpus_per_node),
+        *node_env.allocation_exports(gpus_per_node, node_count="SLURM_NNODES",
+                                     hosts='scontrol show hostnames "$SLURM_JOB_NODELIST"'),
         f"{step} &",
         "rgt_pid=$!",
         'rgt_wait "$rgt_pid"',
