@@ -8,11 +8,16 @@ with the API key as user name and an empty password, or `Authorization: Bearer K
                                      "regions_with_capacity_available": [{name, description}]}}}
 - POST /instance-operations/launch → body {region_name, instance_type_name, ssh_key_names,
                                      file_system_names, quantity, name} → {"data": {"instance_ids"}}
-- GET  /instances/{id}            → {"data": {id, name, ip, status, region, instance_type,
-                                     ssh_key_names, file_system_names}}
+- GET  /instances/{id}            → {"data": {id, name?, ip?, status, region, instance_type
+                                     (the whole InstanceType), ssh_key_names, file_system_names,
+                                     actions}}: no name unless one was given, no ip before one
+                                     is assigned
 - POST /instance-operations/terminate → body {instance_ids} → {"data": {"terminated_instances"}}
 - GET  /file-systems              → {"data": [{id, name, region: {name, description}, is_in_use,
-                                     bytes_used, mount_point, created}]}
+                                     bytes_used, mount_point, created, created_by}]}
+
+Every answer is validated against the response schemas of Lambda's published spec v1.8.3
+(tests/data/lambda_cloud/, by tests/cloud/test_fake_agreement_lambda.py).
 - GET  /ssh-keys                  → {"data": [{id, name, public_key}]}
 
 Errors: {"error": {"code", "message", "suggestion"}} — 401 global/invalid-api-key,
@@ -190,7 +195,9 @@ class FakeLambda(FakeApi):
         fs = {"id": f"fs-{len(self.filesystems) + 1}", "name": name,
               "region": {"name": region, "description": REGIONS[region]},
               "is_in_use": False, "bytes_used": bytes_used,
-              "mount_point": f"/lambda/nfs/{name}", "created": "2026-06-01T00:00:00+00:00"}
+              "mount_point": f"/lambda/nfs/{name}", "created": "2026-06-01T00:00:00+00:00",
+              "created_by": {"id": "3da5a70a57a7422ea8a7203f98b2198b", "email": "me@example.com",
+                             "status": "active"}}
         self.filesystems.append(fs)
         return fs
 
@@ -253,13 +260,9 @@ class FakeLambda(FakeApi):
             if self.type_polls > after:
                 self.capacity[name].add(region)
         data = {}
-        for name, t in self.types.items():
+        for name in self.types:
             data[name] = {
-                "instance_type": {"name": name, "description": t["description"],
-                                  "gpu_description": t["gpu_description"],
-                                  "price_cents_per_hour": t["price_cents_per_hour"],
-                                  "specs": {"vcpus": 26, "memory_gib": 200,
-                                            "storage_gib": 1024, "gpus": 1}},
+                "instance_type": self._instance_type(name),
                 "regions_with_capacity_available": [
                     {"name": r, "description": REGIONS[r]} for r in sorted(self.capacity[name])],
             }
@@ -336,6 +339,41 @@ class FakeLambda(FakeApi):
             done.append(self._public(inst))
         return 200, {"data": {"terminated_instances": done}}
 
-    @staticmethod
-    def _public(inst: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in inst.items() if not k.startswith("_")}
+    def _public(self, inst: dict[str, Any]) -> dict[str, Any]:
+        """An Instance as the spec (v1.8.3, tests/data/lambda_cloud/) shapes it: the whole
+        instance_type (description, price, specs), the actions it allows, no `name` when none
+        was given ("If set, the user-provided name") and no `ip` before it has one (a string,
+        never null)."""
+        out = {k: v for k, v in inst.items() if not k.startswith("_")}
+        out["instance_type"] = self._instance_type(out["instance_type"]["name"])
+        if not out.get("name"):
+            out.pop("name", None)
+        if out.get("ip") is None:
+            out.pop("ip", None)
+        out["actions"] = _actions(out["status"])
+        return out
+
+    def _instance_type(self, name: str) -> dict[str, Any]:
+        t = self.types[name]
+        return {"name": name, "description": t["description"],
+                "gpu_description": t["gpu_description"],
+                "price_cents_per_hour": t["price_cents_per_hour"],
+                "specs": {"vcpus": 26, "memory_gib": 200, "storage_gib": 1024, "gpus": 1}}
+
+
+def _actions(status: str) -> dict[str, Any]:
+    """InstanceActionAvailability: what the console's buttons allow in this status."""
+    if status == "booting":
+        blocked = {"available": False, "reason_code": "vm-has-not-launched",
+                   "reason_description": "The instance has not launched yet."}
+    elif status in ("terminating", "terminated"):
+        blocked = {"available": False, "reason_code": "vm-is-terminating",
+                   "reason_description": "The instance is terminating."}
+    else:
+        blocked = None
+    free = {"available": True}
+    return {"migrate": {"available": False, "reason_code": "vm-is-too-old",
+                        "reason_description": "This instance cannot be migrated."},
+            "rebuild": blocked or free, "restart": blocked or free,
+            "cold_reboot": blocked or free, "terminate": blocked if status == "terminated"
+            else free}
