@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from rgt.boxfacts import facts
 from rgt.cli import app
 from rgt.cli.console import console, err_console, escape, print_json, print_registered
 from rgt.errors import UserError
@@ -115,9 +116,9 @@ def show_rented(box: Box, first: bool) -> None:
     from rgt.profiles import load_profile
 
     console.print(f"[green]✓[/] box [bold]{escape(box.name)}[/] ({box.profile}) instance "
-                  f"{escape(str(box.extra.get('instance_id')))} answers at "
+                  f"{escape(str(facts(box).instance_id))} answers at "
                   f"{escape(str(box.connection.get('host')))}; ${box.rate or 0:.2f}/h")
-    for note in box.extra.get("notes", []):
+    for note in facts(box).notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     print_registered(box, load_profile(box.profile), first,
                      then=f"; [bold]rgt down {box.name}[/] stops the meter through the API")
@@ -217,5 +218,5 @@ def cloud_status(
     if status.get("status_msg"):
         console.print(f"  status_msg: {escape(status['status_msg'])}")
     console.print(f"  {escape(status['advice'])}")
-    for billing in box.extra.get("still_billing") or []:
+    for billing in facts(box).still_billing or []:
         console.print(f"[yellow]still billing:[/] {escape(billing)}")

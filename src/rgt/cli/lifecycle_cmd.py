@@ -152,6 +152,11 @@ def run_cmd(
         "--skip-resource-check", help="Run without measuring the spec's resources (gpu, "
                                       "cpus, mem, disk, nodes) against the box; the run's "
                                       "record says so.")] = False,
+    down_after: Annotated[bool, typer.Option(
+        "--down", help="Take the box down when the run ends: a watcher on this machine "
+                       "(it outlives the terminal) pulls and verifies every run, then runs "
+                       "`rgt down`'s checks and teardown. This flag is your confirmation; a run "
+                       "that fails, or a pull that does not verify, keeps the box up.")] = False,
 ) -> None:
     """Push the workdir, send secrets on stdin, start the job detached, and follow its log.
 
@@ -165,6 +170,10 @@ def run_cmd(
     fixed = streams_flag(streams)
     store = Store()
     spec = _job_spec(name, job or [])
+    if down_after and not dry_run:  # refused before anything is pushed, not after the run
+        from rgt.lifecycle import autodown
+
+        autodown.check_stoppable(store.box(name))
     if dry_run:
         print(render_mod.dry_run(store, name, spec, after=after,
                                  skip_resource_check=skip_resource_check), end="")
@@ -182,6 +191,8 @@ def run_cmd(
     what = f"a sweep of {cells} cells" if cells else "run"
     console.print(f"[green]✓[/] started {what} [bold]{run.id}[/] on {name} "
                   f"({escape(str(run.spec['detach']))}); it survives this terminal closing")
+    if down_after:
+        _arm_down(store, name, run.id)
     if detach or not sys.stdout.isatty():
         console.print(f"Watch: [bold]rgt watch {name} --follow[/]")
         print(run.id)
@@ -195,6 +206,16 @@ def run_cmd(
         console.print(f"\n[yellow]detached:[/] run {run.id} goes on. Watch: [bold]rgt watch "
                       f"{name} --follow[/] · pull: [bold]rgt pull {name} {run.id}[/] · "
                       f"cancel: [bold]rgt cancel {name} {run.id}[/]")
+
+
+def _arm_down(store: Store, name: str, run_id: str) -> None:
+    """`run --down`: the watcher that pulls and takes the box down once the run ends."""
+    from rgt.lifecycle import autodown
+
+    pid = autodown.arm(store, store.box(name), after_run=run_id, by=f"rgt run {name} --down")
+    console.print(f"[green]✓[/] --down: once {run_id} ends, watcher pid {pid} pulls and verifies "
+                  f"every run, then takes {name} down (a failed run keeps it up); `rgt ls` "
+                  f"shows it, log {escape(str(autodown.log_path(name)))}")
 
 
 def _job_spec(box: str, words: list[str]):
@@ -453,7 +474,7 @@ def down(
         by = down_mod.stopped_by(plan.resumed.plan["kind"])
         console.print(f"[green]✓[/] {name} is down{' by your word' * (by != 'rgt')}: "
                       f"{escape(outcome)}")
-        for billing in store.box(name).extra.get("still_billing") or []:
+        for billing in facts(store.box(name)).still_billing or []:
             console.print(f"[yellow]still billing:[/] {escape(billing)}")
         return
     if not plan.safe and not discard_results:
@@ -505,5 +526,5 @@ def down(
             raise UserError("confirmation did not match; nothing was done", exit_code=1)
     outcome = down_mod.execute_down(store, plan, discarded=not plan.safe)
     console.print(f"[green]✓[/] {name} is down{' by your word' * word}: {escape(outcome)}")
-    for billing in store.box(name).extra.get("still_billing") or []:
+    for billing in facts(store.box(name)).still_billing or []:
         console.print(f"[yellow]still billing:[/] {escape(billing)}")
