@@ -24,15 +24,9 @@ SCANNED = ["cli", "lifecycle", "remote", "agent", "spec.py", "boxfacts.py"]
 PLATFORM_WORDS = ("lambda", "vast", "runpod", "slurm", "kubernetes", "k8s", "colab", "kaggle",
                   "autodl")
 
-# Files with names left, each the count it holds: a count may only fall, and one that fell must
-# be lowered here, so the list only ever shrinks. What is left is which platform a verb picks
-# when none is given — `rgt offers` (vastai) and `rgt render` (slurm), in the CLI and the MCP
-# tools — for the work that declares the verbs' options per platform (issue 30) to move.
-PENDING: dict[str, int] = {
-    "cli/cloud_cmd.py": 1,       # offers --profile default
-    "cli/lifecycle_cmd.py": 1,   # render --profile default
-    "agent/server.py": 2,        # the offers and render tools' profile defaults
-}
+# Files with names left, each with the count it holds: a count may only fall, and one that fell
+# must be lowered here, so the list only ever shrinks (empty: none left).
+PENDING: dict[str, int] = {}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

@@ -19,6 +19,7 @@ from rgt.agent import approvals, gates
 from rgt.agent.results import RESULT_NOTE, bounded, box_text, clean, unframed
 from rgt.agent.verbs import Outcome, rgt
 from rgt.errors import UserError
+from rgt.platforms import DEFAULT_PROFILE
 
 INSTRUCTIONS = """\
 rgt runs training jobs on rented GPU boxes: up -> (audit, smoke) -> run -> watch -> pull -> down.
@@ -155,7 +156,7 @@ async def profile(name: str, section: str | None = None) -> str:
 
 
 @_tool(READS)
-async def offers(profile: str = "vastai", gpu: str | None = None,
+async def offers(profile: str = DEFAULT_PROFILE["offers"], gpu: str | None = None,
                  max_price: float | None = None, num_gpus: int | None = None,
                  region: str | None = None, limit: int = 20) -> str:
     """What a renting platform has now (vastai, lambda, runpod), with prices per hour."""
@@ -190,7 +191,7 @@ async def doctor_log(log: str, profile: str = "generic-ssh") -> str:
 
 
 @_tool(READS)
-async def render(spec: str, profile: str = "slurm", gpu: str | None = None,
+async def render(spec: str, profile: str = DEFAULT_PROFILE["render"], gpu: str | None = None,
                  nodes: int | None = None, time: str | None = None) -> str:
     """What a platform would submit for a job (Slurm's sbatch script, Kubernetes manifests,
     Kaggle's kernel), without any box."""

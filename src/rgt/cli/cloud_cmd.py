@@ -24,6 +24,7 @@ from rgt.boxfacts import facts
 from rgt.cli import app
 from rgt.cli.console import console, err_console, escape, print_json, print_registered
 from rgt.errors import UserError
+from rgt.platforms import DEFAULT_PROFILE
 from rgt.platforms.options import RESOURCES, Option, union
 from rgt.store import Box, Store
 
@@ -128,7 +129,7 @@ def show_rented(box: Box, first: bool) -> None:
 @with_flags(*union("offers"))
 def offers(
     profile: Annotated[str, typer.Option("--profile", "-p", help="The renting platform: "
-                                         "vastai, lambda or runpod.")] = "vastai",
+                                         "vastai, lambda or runpod.")] = DEFAULT_PROFILE["offers"],
     gpu: Annotated[str | None, typer.Option(
         help="GPU as the platform spells it, TYPE or TYPE:COUNT (vast.ai: RTX_4090, H100_SXM; "
              "Lambda: H100:1; RunPod: RTX4090:1).", show_default="vast.ai: RTX_4090; "

@@ -33,6 +33,7 @@ from rgt.lifecycle import pull as pull_mod
 from rgt.lifecycle import render as render_mod
 from rgt.lifecycle import smoke as smoke_mod
 from rgt.lifecycle import watch as watch_mod
+from rgt.platforms import DEFAULT_PROFILE
 from rgt.profiles import load_profile
 from rgt.remote.register import check_dir_flags
 from rgt.spec import load_spec
@@ -235,7 +236,8 @@ def _job_spec(box: str, words: list[str]):
 def render_cmd(
     spec_file: Annotated[Path, typer.Argument(help="The job spec (or a SkyPilot task YAML).")],
     profile: Annotated[str, typer.Option("--profile", "-p", help="Platform profile (slurm, "
-                                                                 "kubernetes).")] = "slurm",
+                                                                 "kubernetes).")
+                                  ] = DEFAULT_PROFILE["render"],
     data_dir: Annotated[str | None, typer.Option(help="The box's DATA_DIR to write in.")
                         ] = None,
     durable_dir: Annotated[str | None, typer.Option(

@@ -69,6 +69,11 @@ REGISTRY: dict[str, str] = {
     "kaggle": "rgt.platforms.kaggle.platform:KagglePlatform",
 }
 
+# The profile a verb asks when the user names none (`rgt offers`, `rgt render` and their MCP
+# tools): which platform answers first is a choice kept here, beside REGISTRY, so that the CLI
+# and the agent name no platform.
+DEFAULT_PROFILE: dict[str, str] = {"offers": "vastai", "render": "slurm"}
+
 # A profile of the user's own (RGT_PROFILE_PATH) gets the platform its `facts.kind` names.
 BY_KIND: dict[str, str] = {
     "local": "rgt.platforms.ssh:SshPlatform",
