@@ -32,7 +32,7 @@ RunArg = Annotated[str | None, typer.Argument(
 # Ended for good: the runner wrote its last state and nothing on the box relaunches it. Not
 # "vanished"/"preempted" (a restart hook may bring it back) nor "sync-failed" (a later sync).
 ENDED = ("succeeded", "failed", "cancelled", "stopped")
-ENDED_EVENT = "watch-ended"  # the summary `watch` saw of an ended run, kept in the store
+ENDED_EVENT = watch_mod.ENDED_EVENT  # the summary `watch` saw of an ended run, kept
 # `watch` of these names the run to resume from (rgt.lifecycle.resume.RESUMABLE)
 RESUMABLE = ("failed", "cancelled", "vanished", "preempted", "sync-failed", "stopped")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from rgt.errors import UserError
 from rgt.lifecycle.untrusted import MetricLog, open_inside, read_metric_log, unsafe_path
 from rgt.lifecycle.watch import read_log
-from rgt.onbox.probe import LOSS_KEYS, METRIC_KEY_RE, STEP_KEYS
+from rgt.onbox.probe import EPOCH_KEYS, LOSS_KEYS, METRIC_KEY_RE, STEP_KEYS
 from rgt.store import Box, Run, Store
 
 LOG_TAIL_BYTES = 64 << 20  # as `rgt pull` fetches a log: its last 64 MiB
@@ -76,7 +76,8 @@ def metric_series(store: Store, box_name: str, run_id: str | None, *, pulled: bo
 def to_series(log: MetricLog) -> tuple[str, dict[str, list[tuple[float, float]]]]:
     """(x label, {key: [(x, y), ...]}): x is the step when most metric lines carry one (a line
     without one, like an eval line, takes the last step seen), else the epoch, else the line's
-    number among the metric lines."""
+    number among the metric lines. The step and the epoch are where the run is, never
+    plotted as metrics of their own."""
     with_step = sum(1 for step, _, _ in log.records if step is not None)
     with_epoch = sum(1 for _, epoch, _ in log.records if epoch is not None)
     total = len(log.records)
@@ -90,7 +91,7 @@ def to_series(log: MetricLog) -> tuple[str, dict[str, list[tuple[float, float]]]
         if x is None:
             continue
         for key, value in values.items():
-            if key in STEP_KEYS or (key == "epoch" and x_label == "epoch"):
+            if key in STEP_KEYS or key in EPOCH_KEYS:  # progress, not metrics: a flat line
                 continue
             series.setdefault(key, []).append((float(x), value))
     return x_label, series

@@ -31,7 +31,8 @@ def describe(info: dict[str, Any], *, live: bool = True) -> str:
     if info.get("loss") is not None:
         parts.append(f"{info.get('loss_key') or 'loss'} {info['loss']:.4g}")
     if info.get("epoch") is not None:
-        parts.append(f"epoch {info['epoch']:g}")
+        parts.append(f"epoch {info['epoch']:g}" + (f"/{info['epochs']}" if info.get("epochs")
+                                                   else ""))
     if info.get("rate"):
         parts.append(f"{info['rate']:.3g} steps/s")
     if info.get("eta_s") is not None and live:

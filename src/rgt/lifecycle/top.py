@@ -16,7 +16,7 @@ from typing import Any
 
 from rgt.errors import UserError
 from rgt.lifecycle import money, progress
-from rgt.lifecycle.watch import refresh, step_samples
+from rgt.lifecycle.watch import ENDED_EVENT, refresh, step_samples
 from rgt.store import LIVE, Store
 
 RECENT_S = 15 * 60  # an ended run stays on the board this long (unless it still needs a pull)
@@ -117,6 +117,10 @@ def _row(store: Store, prober: Prober, run, pulled: bool, now: float) -> RunRow:
     with prober.lock:
         summary = prober.summaries.get(run.id) or {}
         error = prober.errors.get(run.id, "")
+    if not summary and run.status not in LIVE:  # its last progress, as watch saw it end
+        kept = store.latest_event(ENDED_EVENT, run.box, run.id)
+        if kept is not None and isinstance(kept["detail"], dict):
+            summary = kept["detail"]
     training = progress.with_rate(summary.get("training") or {},
                                   step_samples(store, run.box, run.id))
     ckpt = summary.get("last_checkpoint") or {}

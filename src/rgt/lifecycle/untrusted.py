@@ -366,7 +366,7 @@ def read_metric_log(data: bytes) -> MetricLog:
         if not values:
             continue
         step = found.get("step")
-        epoch = values.get("epoch")
+        epoch = values.get(found.get("epoch_key") or "epoch")  # `epoch 2`, `[ep 2]`
         record = (step if type(step) is int else None, epoch, values)
         log.lines += 1
         last = record

@@ -34,6 +34,9 @@ EXIT_STILL_RUNNING = 4  # --timeout passed; the run goes on
 EXIT_NOT_FOUND = 5  # no such box, or no such run on it
 EXIT_CANCELLED = 7  # ended by `rgt cancel` (or a teardown that gave it up)
 
+# The summary `rgt watch` saw of an ended run, kept in the store: a later watch shows it
+# without asking the box, and `top` shows the run's last progress from it (cli/watch_cmd.py)
+ENDED_EVENT = "watch-ended"
 FAST_FINISH_S = 60  # a training job that ends this fast usually crashed or read no data
 PROBE_SAMPLE_S = 30  # at most one stored disk/step sample per this many seconds
 RESUME_GRACE_S = 180  # how long a paused run may read "resuming" before it is called vanished

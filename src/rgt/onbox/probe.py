@@ -93,6 +93,10 @@ METRIC_KEY_RE = re.compile(
 )
 STEP_KEYS = ("step", "global_step", "iter", "iteration", "it", "steps", "Step", "Iter")
 LOSS_KEYS = ("loss", "train_loss", "train/loss", "Loss", "eval_loss", "val_loss")
+EPOCH_KEYS = ("epoch", "ep", "Epoch", "EPOCH")  # progress, never a metric to plot
+# PyTorch's DDP example: `[GPU0] Epoch 3 | Batchsize: 32 | Steps: 63` (steps of each epoch,
+# printed as the epoch starts); no metric on it, yet it says how far the run is
+EPOCH_LINE_RE = re.compile(r"\bEpoch\s+(\d+)(?:\s*/\s*(\d+))?\s*\|.*?\bSteps:\s*(\d+)\b")
 TRAIN_BARS = ("epoch", "train", "step", "iter")
 SKIP_DIRS = ("__pycache__", "node_modules", "data", "datasets", "wandb", "venv")
 TQDM_RE = re.compile(
@@ -254,15 +258,17 @@ def _metrics_of(pairs) -> dict:
         if isinstance(values.get(key), int) or (
             isinstance(values.get(key), float) and float(values[key]).is_integer()
         ):
-            out["step"] = int(values[key])
+            out["step"], out["step_key"] = int(values[key]), key
             break
     loss = next((k for k in LOSS_KEYS if k in values), None)
     loss = loss or next((k for k in values if "loss" in k.lower()), None)
     if loss is not None:
         out["loss"] = values[loss]
         out["loss_key"] = loss
-    if "epoch" in values:
-        out["epoch"] = values["epoch"]
+    for key in EPOCH_KEYS:
+        if key in values:
+            out["epoch"], out["epoch_key"] = values[key], key
+            break
     return out
 
 
@@ -289,7 +295,16 @@ def parse_metrics(line: str):
                 obj = None
         if isinstance(obj, dict):
             return _metrics_of(obj.items())
-    return _metrics_of((m.group(1), m.group(2)) for m in KEY_VALUE_RE.finditer(text))
+    found = _metrics_of((m.group(1), m.group(2)) for m in KEY_VALUE_RE.finditer(text))
+    if found is not None:
+        # `it 80/200`, `epoch 2/10`: the count's end, for an ETA
+        for key, name in ((found.get("step_key"), "total"), (found.get("epoch_key"), "epochs")):
+            if key is not None:
+                of = re.search(r"(?<![\w./-])" + re.escape(key) + r"\s*(?:=|:\s*|\s+)"
+                               + NUMBER + r"\s*/\s*(\d+)\b", text)
+                if of is not None and int(of.group(1)) > 0:
+                    found[name] = int(of.group(1))
+    return found
 
 
 def is_metrics_line(line: str) -> bool:
@@ -303,7 +318,13 @@ def parse_progress(line: str):
     """
     bars = list(TQDM_RE.finditer(line))
     if not bars:
-        return None
+        epoch = EPOCH_LINE_RE.search(line)
+        if epoch is None:
+            return None
+        out = {"epoch": int(epoch.group(1)), "epoch_steps": int(epoch.group(3))}
+        if epoch.group(2):
+            out["epochs"] = int(epoch.group(2))
+        return out
     found = bars[-1]
     head = re.match(r"\s*(.*?)\s*\d+%\|", line[: found.start()])
     desc = head.group(1).strip(" :") if head else ""

@@ -23,7 +23,8 @@ CHECKPOINT_KINDS = ("rgt.ckpt", "lightning", "torch", "safetensors")
 
 # What of the probe's answer the verbs act on, and the types it must have (`rgt.boxread`):
 # a field of another type is garbage, refused in one line before any `.get` runs on it.
-_METRICS = {"step": int, "loss": NUMBER, "loss_key": TEXT, "epoch": NUMBER, "source": TEXT}
+_METRICS = {"step": int, "loss": NUMBER, "loss_key": TEXT, "epoch": NUMBER, "source": TEXT,
+            "total": int, "epochs": int}
 PROBE_SHAPE = {
     "state": {"status": TEXT, "exit_code": int, "signal": TEXT, "started": NUMBER,
               "ended": NUMBER, "error": TEXT, "stop_signal": TEXT,
@@ -33,7 +34,8 @@ PROBE_SHAPE = {
                 "ladder": [dict], "gotchas": [TEXT], "warnings": [TEXT]},
     "log": {"last_metrics": TEXT, "tail": [TEXT], "metrics": _METRICS,
             "csv_metrics": _METRICS, "progress": {"step": int, "total": int, "rate": NUMBER,
-                                                  "eta_s": NUMBER}},
+                                                  "eta_s": NUMBER, "epoch": int,
+                                                  "epoch_steps": int, "epochs": int}},
     "heartbeat_age_s": NUMBER,
     "checkpoints": [{"name": TEXT, "mtime": NUMBER, "dir": bool}],
     "disks": [{"path": TEXT, "bytes_used": int, "bytes_pct": NUMBER, "inodes_pct": NUMBER}],
@@ -106,8 +108,21 @@ def training(log: dict[str, Any]) -> dict[str, Any]:
         if value is not None:
             out[key] = value
     step = bar.get("step", step_from.get("step"))
+    if bar.get("step") is None and step_from is line and line.get("total"):
+        out["total"] = line["total"]  # `it 80/200`: the log line's own count
+    if "epoch" not in out and bar.get("epoch") is not None:
+        out["epoch"] = bar["epoch"]  # `Epoch 3 | Batchsize: 32 | Steps: 63` (DDP's example)
+    if step is None and bar.get("epoch") is not None and bar.get("epoch_steps"):
+        # printed as each epoch starts: the epochs before it are done, each epoch_steps long
+        step = bar["epoch"] * bar["epoch_steps"]
+        out["epoch_steps"] = bar["epoch_steps"]
     if step is not None:
         out["step"] = step
+    epochs = line.get("epochs") or bar.get("epochs")
+    if epochs:
+        out["epochs"] = epochs
+        if out.get("epoch_steps") and "total" not in out:
+            out["total"] = epochs * out["epoch_steps"]
     for key in ("total", "rate", "eta_s"):
         if bar.get(key) is not None:
             out[key] = bar[key]
