@@ -17,7 +17,7 @@ import yaml
 from rgt.errors import UserError
 from rgt.platforms import platform_for
 from rgt.platforms.base import Request, refuse_unsupported, size_gb
-from rgt.platforms.slurm.platform import BatchOptions, settings_words
+from rgt.platforms.slurm.options import BatchOptions, settings_words
 from rgt.spec import JobSpec, Resources, load_spec
 from rgt.store import Store
 
@@ -100,7 +100,7 @@ def test_slurm_section_is_typed_and_the_old_env_knob_still_works():
                                      "--constraint=a100", "--exclusive", "--mail-type=END"]
     old = JobSpec(name="j", run="x", env={"RGT_SLURM_SBATCH_ARGS": "--partition=debug"})
     assert settings_words(old) == ["--partition=debug"]
-    from rgt.platforms.slurm.platform import deprecations, environment_hook
+    from rgt.platforms.slurm.options import deprecations, environment_hook
     assert environment_hook(typed, "module load cuda") == "module load cuda/12.1"
     assert any("RGT_SLURM_SBATCH_ARGS is deprecated" in n for n in deprecations(old))
     with pytest.raises(ValueError, match="one word"):

@@ -13,7 +13,7 @@ from boxkit import Rgt
 from cli import rgt
 
 from rgt.errors import UserError
-from rgt.platforms.slurm import platform as slurm
+from rgt.platforms.slurm import script as slurm
 from rgt.spec import JobSpec, load_spec
 
 DATA = Path(__file__).parent / "data" / "skypilot"

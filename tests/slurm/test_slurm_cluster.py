@@ -18,7 +18,8 @@ from cli import rgt
 
 from rgt.lifecycle import watch
 from rgt.lifecycle.launch import launch
-from rgt.platforms.slurm.platform import SlurmPlatform, parse_records
+from rgt.platforms.slurm.accounting import parse_records
+from rgt.platforms.slurm.platform import SlurmPlatform
 from rgt.spec import load_spec
 
 PY = sys.executable

@@ -7,11 +7,34 @@ import subprocess
 import pytest
 
 from rgt.errors import UserError
-from rgt.platforms.slurm import platform as slurm
+from rgt.platforms.slurm.accounting import mem_advice_mb, parse_records, summarize_jobs
+from rgt.platforms.slurm.audit import (
+    audit_verdicts,
+    classify_filesystems,
+    gpus_in_gres,
+    parse_sinfo,
+)
+from rgt.platforms.slurm.options import (
+    array_range,
+    dependency_option,
+    grid_cells,
+    lead_for,
+    signal_lead,
+    slurm_mem,
+    slurm_time,
+)
+from rgt.platforms.slurm.platform import SlurmPlatform
+from rgt.platforms.slurm.script import (
+    ScriptPaths,
+    grid_command,
+    render_array_script,
+    render_batch_script,
+    torchrun_command,
+)
 from rgt.spec import JobSpec
 
-PATHS = slurm.ScriptPaths("/data/rgt/r1", "/data/rgt/r1/code", "/scratch/rgt/r1/ckpt",
-                          "/scratch/rgt/r1", "/data/rgt/r1/slurm-%j.out")
+PATHS = ScriptPaths("/data/rgt/r1", "/data/rgt/r1/code", "/scratch/rgt/r1/ckpt",
+                    "/scratch/rgt/r1", "/data/rgt/r1/slurm-%j.out")
 
 
 def spec(**fields) -> JobSpec:
@@ -31,35 +54,35 @@ def directives(script: str) -> list[str]:
 
 
 def test_signal_lead_is_checkpoint_time_plus_jitter():
-    assert slurm.signal_lead() == 90
-    assert slurm.signal_lead(300) == 360
-    assert slurm.signal_lead(12.2, jitter_s=0) == 13
+    assert signal_lead() == 90
+    assert signal_lead(300) == 360
+    assert signal_lead(12.2, jitter_s=0) == 13
     with pytest.raises(ValueError):
-        slurm.signal_lead(-1)
-    assert slurm.lead_for({"RGT_CKPT_WRITE_S": "45"}) == 105
-    assert slurm.lead_for({"RGT_CKPT_WRITE_S": "5", "RGT_SLURM_SIGNAL_JITTER_S": "10"}) == 15
-    assert slurm.lead_for({"RGT_SLURM_SIGNAL_LEAD_S": "50", "RGT_CKPT_WRITE_S": "999"}) == 50
+        signal_lead(-1)
+    assert lead_for({"RGT_CKPT_WRITE_S": "45"}) == 105
+    assert lead_for({"RGT_CKPT_WRITE_S": "5", "RGT_SLURM_SIGNAL_JITTER_S": "10"}) == 15
+    assert lead_for({"RGT_SLURM_SIGNAL_LEAD_S": "50", "RGT_CKPT_WRITE_S": "999"}) == 50
     with pytest.raises(UserError):
-        slurm.lead_for({"RGT_CKPT_WRITE_S": "soon"})
+        lead_for({"RGT_CKPT_WRITE_S": "soon"})
 
 
 def test_time_and_mem_conversions():
-    assert slurm.slurm_time("01:30:00") == "01:30:00"
-    assert slurm.slurm_time("2-00:00:00") == "2-00:00:00"
-    assert slurm.slurm_time("90") == "90"
-    assert slurm.slurm_time("90m") == "01:30:00"
-    assert slurm.slurm_time("45s") == "00:01:00"  # one-minute granularity
-    assert slurm.slurm_time("2h") == "02:00:00"
+    assert slurm_time("01:30:00") == "01:30:00"
+    assert slurm_time("2-00:00:00") == "2-00:00:00"
+    assert slurm_time("90") == "90"
+    assert slurm_time("90m") == "01:30:00"
+    assert slurm_time("45s") == "00:01:00"  # one-minute granularity
+    assert slurm_time("2h") == "02:00:00"
     with pytest.raises(UserError):
-        slurm.slurm_time("soon")
-    assert slurm.slurm_mem("16G") == "16G"
-    assert slurm.slurm_mem("16GiB") == "16G"
-    assert slurm.slurm_mem("1.5G") == "1536M"
-    assert slurm.mem_advice_mb(1024 * 1000) == 1200
+        slurm_time("soon")
+    assert slurm_mem("16G") == "16G"
+    assert slurm_mem("16GiB") == "16G"
+    assert slurm_mem("1.5G") == "1536M"
+    assert mem_advice_mb(1024 * 1000) == 1200
 
 
 def test_batch_script_directives_and_step():
-    script = slurm.render_batch_script(
+    script = render_batch_script(
         spec(resources={"time": "00:10:00", "mem": "16G", "cpus": 4, "gpu": "A100:2"},
              env={"RGT_CKPT_WRITE_S": "30", "RGT_SLURM_SBATCH_ARGS": "--partition=gpu"}),
         run_id="r1", paths=PATHS, hook="module load cuda")
@@ -84,7 +107,7 @@ def test_batch_script_directives_and_step():
 
 
 def test_no_gpu_means_no_gres_and_hook_from_spec_env():
-    script = slurm.render_batch_script(
+    script = render_batch_script(
         spec(env={"RGT_SLURM_HOOK": "apptainer exec img.sif true"}), run_id="r1", paths=PATHS,
         hook="module load cuda")
     assert not any(d.startswith("--gres") for d in directives(script))
@@ -93,7 +116,7 @@ def test_no_gpu_means_no_gres_and_hook_from_spec_env():
 
 
 def test_script_quotes_env_and_secrets_stay_out():
-    script = slurm.render_batch_script(
+    script = render_batch_script(
         spec(env={"NOTE": "it's $HOME; `rm -rf /`"}, secrets=["WANDB_API_KEY"]),
         run_id="r1", paths=PATHS)
     assert "export NOTE='it'\"'\"'s $HOME; `rm -rf /`'" in script
@@ -105,9 +128,9 @@ HOSTILE = " 'q\" $(touch pwned) `touch pwned2` $HOME a=b ünï "
 
 
 def test_secrets_are_read_byte_for_byte_never_evaluated_and_removed(tmp_path):
-    paths = slurm.ScriptPaths(str(tmp_path), str(tmp_path), str(tmp_path / "ckpt"),
-                              str(tmp_path), str(tmp_path / "log"))
-    script = slurm.render_batch_script(spec(secrets=["TOK", "TWO"]), run_id="r1", paths=paths)
+    paths = ScriptPaths(str(tmp_path), str(tmp_path), str(tmp_path / "ckpt"),
+                        str(tmp_path), str(tmp_path / "log"))
+    script = render_batch_script(spec(secrets=["TOK", "TWO"]), run_id="r1", paths=paths)
     assert ". " + str(tmp_path) not in script  # never sourced
     start = script.index("if [ -f ")
     block = script[start:script.index("\nfi\n", start) + 4]
@@ -135,9 +158,9 @@ def test_secrets_are_read_byte_for_byte_never_evaluated_and_removed(tmp_path):
 ])
 def test_grid_values_reach_the_command_as_data(tmp_path, run):
     cells = {"v": [HOSTILE]}
-    script, _ = slurm.render_array_script(spec(run=run), cells, run_id="r1", paths=PATHS)
+    script, _ = render_array_script(spec(run=run), cells, run_id="r1", paths=PATHS)
     assert "pwned" not in script.split("esac")[-1]  # values are not pasted into the command
-    command = slurm.grid_command(run, cells)
+    command = grid_command(run, cells)
     out = subprocess.run(["bash", "-c", 'eval "$C"'], cwd=tmp_path, capture_output=True,
                          timeout=10,
                          env={"C": command, "RGT_PARAM_V": HOSTILE, "PATH": "/usr/bin:/bin"})
@@ -148,14 +171,14 @@ def test_grid_values_reach_the_command_as_data(tmp_path, run):
 
 
 def test_outputs_are_copied_to_the_durable_tier():
-    script = slurm.render_batch_script(spec(outputs=["out/", "logs/*.json", "odd name"]),
-                                       run_id="r1", paths=PATHS)
+    script = render_batch_script(spec(outputs=["out/", "logs/*.json", "odd name"]),
+                                 run_id="r1", paths=PATHS)
     assert "for rgt_o in out/ logs/*.json 'odd name'; do" in script
     bash_n(script)
 
 
 def test_multinode_uses_torchrun_with_the_head_node():
-    script = slurm.render_batch_script(
+    script = render_batch_script(
         spec(run="python -m trainer.main --lr 3e-4",
              resources={"nodes": 2, "gpu": "H100:8", "cpus": 32}),
         run_id="r1", paths=PATHS)
@@ -172,16 +195,16 @@ def test_multinode_uses_torchrun_with_the_head_node():
 
 
 def test_torchrun_command_forms():
-    assert slurm.torchrun_command("python3 t.py --x 1", 2, port=1234).endswith(
+    assert torchrun_command("python3 t.py --x 1", 2, port=1234).endswith(
         "--rdzv-endpoint=$RGT_HEAD_NODE:1234 t.py --x 1")
-    assert "--no-python ./run.sh" in slurm.torchrun_command("./run.sh", 1)
-    assert slurm.torchrun_command("torchrun --standalone t.py", 4) == \
+    assert "--no-python ./run.sh" in torchrun_command("./run.sh", 1)
+    assert torchrun_command("torchrun --standalone t.py", 4) == \
         "torchrun --standalone t.py"
 
 
 def test_array_script_cells_and_parallel_cap():
     s = spec(run="python train.py --lr {lr} --seed {seed} --out $RGT_CELL_DIR/out")
-    script, cells = slurm.render_array_script(
+    script, cells = render_array_script(
         s, {"lr": [0.1, 0.01], "seed": [0, 1]}, run_id="r1", paths=PATHS, max_parallel=2)
     assert cells == [{"lr": 0.1, "seed": 0}, {"lr": 0.1, "seed": 1},
                      {"lr": 0.01, "seed": 0}, {"lr": 0.01, "seed": 1}]
@@ -191,24 +214,24 @@ def test_array_script_cells_and_parallel_cap():
     assert 'export RGT_CKPT_DIR="$RGT_CELL_DIR/ckpt"' in script
     bash_n(script)
     with pytest.raises(UserError):
-        slurm.render_array_script(spec(run="python t.py --x {nope}"), {"lr": [1]},
-                                  run_id="r", paths=PATHS)
+        render_array_script(spec(run="python t.py --x {nope}"), {"lr": [1]},
+                            run_id="r", paths=PATHS)
 
 
 def test_grid_array_and_dependency_helpers():
-    assert len(slurm.grid_cells({"a": [1, 2, 3], "b": ["x", "y"]})) == 6
+    assert len(grid_cells({"a": [1, 2, 3], "b": ["x", "y"]})) == 6
     with pytest.raises(UserError):
-        slurm.grid_cells({"a": []})
+        grid_cells({"a": []})
     with pytest.raises(UserError):
-        slurm.grid_cells({"a": "abc"})
-    assert slurm.array_range(16, 4) == "0-15%4"
-    assert slurm.array_range(1) == "0-0"
-    assert slurm.dependency_option("123") == "--dependency=afterok:123"
-    assert slurm.dependency_option(["1", "2"], "afterany") == "--dependency=afterany:1:2"
+        grid_cells({"a": "abc"})
+    assert array_range(16, 4) == "0-15%4"
+    assert array_range(1) == "0-0"
+    assert dependency_option("123") == "--dependency=afterok:123"
+    assert dependency_option(["1", "2"], "afterany") == "--dependency=afterany:1:2"
     with pytest.raises(UserError):
-        slurm.dependency_option("abc")
-    script = slurm.render_batch_script(spec(), run_id="r", paths=PATHS,
-                                       dependency=slurm.dependency_option("77"))
+        dependency_option("abc")
+    script = render_batch_script(spec(), run_id="r", paths=PATHS,
+                                 dependency=dependency_option("77"))
     assert "--dependency=afterok:77" in directives(script)
     bash_n(script)
 
@@ -223,14 +246,14 @@ LINE = ("JobId=42 JobName=mlp UserId=root(0) Priority=1 Account=(null) JobState=
 
 
 def summary(state, reason="None", exit="0:0", restarts=0, log=""):
-    records = slurm.parse_records(LINE.format(state=state, reason=reason, exit=exit,
-                                              restarts=restarts))
-    return slurm.summarize_jobs(records, log)
+    records = parse_records(LINE.format(state=state, reason=reason, exit=exit,
+                                        restarts=restarts))
+    return summarize_jobs(records, log)
 
 
 def test_parse_records():
-    rec = slurm.parse_records(LINE.format(state="RUNNING", reason="None", exit="0:0",
-                                          restarts=1))[0]
+    rec = parse_records(LINE.format(state="RUNNING", reason="None", exit="0:0",
+                                    restarts=1))[0]
     assert rec["JobState"] == "RUNNING" and rec["Restarts"] == "1"
     assert rec["StdOut"] == "/data/rgt/r1/slurm-42.out" and rec["Account"] == "(null)"
 
@@ -274,9 +297,9 @@ def test_oom_gets_slurm4_advice():
     s = summary("FAILED", exit="137:0", log=log)
     assert s["status"] == "failed" and "SLURM4" in s["causes"][0] and "360M" in s["advice"]
     # older Slurm printed KB: the request (MinMemoryNode) tells the unit apart
-    records = slurm.parse_records(LINE.format(state="FAILED", reason="None", exit="137:0",
-                                              restarts=0) + " MinMemoryNode=200M")
-    s = slurm.summarize_jobs(records, "Step 42.0 exceeded memory limit (307200 > 204800)")
+    records = parse_records(LINE.format(state="FAILED", reason="None", exit="137:0",
+                                        restarts=0) + " MinMemoryNode=200M")
+    s = summarize_jobs(records, "Step 42.0 exceeded memory limit (307200 > 204800)")
     assert "360M" in s["advice"]
     s = summary("OUT_OF_MEMORY")
     assert "MaxRSS × 1.2" in s["advice"]
@@ -288,13 +311,13 @@ def test_array_aggregate():
         .replace("JobId=42", f"JobId={42 + i} ArrayJobId=42 ArrayTaskId={i}")
         for i, (state, code) in enumerate([("COMPLETED", "0:0"), ("RUNNING", "0:0"),
                                            ("FAILED", "1:0")]))
-    s = slurm.summarize_jobs(slurm.parse_records(lines))
+    s = summarize_jobs(parse_records(lines))
     assert s["status"] == "running"
     assert any("42_2" in c for c in s["causes"])
     # a cancelled sweep: the record of its cells that never started has no task number
     unstarted = LINE.format(state="CANCELLED", reason="None", exit="0:0", restarts=0).replace(
         "JobId=42", "JobId=42 ArrayJobId=42 ArrayTaskId=4294967294")
-    s = slurm.summarize_jobs(slurm.parse_records(unstarted))
+    s = summarize_jobs(parse_records(unstarted))
     assert s["causes"] == ["CANCELLED (scancel)"] and "42_[cells not started]" in s["slurm"][
         "states"]
 
@@ -306,15 +329,15 @@ def test_platform_render_is_the_dry_run(tmp_path):
 
     box = Box(name="hpc", profile="slurm", connection={"host": "login"}, data_dir="/d",
               durable_dir="/scratch/u", rate=None, state="up", created=time.time())
-    script = slurm.SlurmPlatform().render(box, spec(), "r9")
+    script = SlurmPlatform().render(box, spec(), "r9")
     assert "#SBATCH --output=/d/rgt/r9/slurm-%j.out" in script
     # the job's checkpoint home, shared by every run (and requeue) of job "mlp"
     assert "export RGT_CKPT_DIR=/scratch/u/rgt/jobs/mlp/ckpt" in script
     assert "module load cuda" in script  # the profile's proxy_hook
     bash_n(script)
     sweeping = spec().model_copy(update={"grid": {"lr": [1, 2]}, "max_parallel": 1})
-    sweep = slurm.SlurmPlatform().render(box, sweeping, "r9",
-                                         dependency=slurm.dependency_option("41"))
+    sweep = SlurmPlatform().render(box, sweeping, "r9",
+                                   dependency=dependency_option("41"))
     assert "#SBATCH --array=0-1%1" in sweep and "#SBATCH --dependency=afterok:41" in sweep
     assert 'export RGT_OUT_DIR="$RGT_CELL_DIR/out"' in sweep
     assert "cp -a --parents" not in sweep  # cells share the workdir: no copying from it
@@ -327,24 +350,24 @@ SINFO = ["gpu*|up|2-00:00:00|12|64|512000|gpu:a100:4(S:0-1)",
 
 
 def test_sinfo_partitions_and_gpus_per_node():
-    gpu, cpu = slurm.parse_sinfo(SINFO)
+    gpu, cpu = parse_sinfo(SINFO)
     assert gpu["name"] == "gpu" and gpu["default"] and gpu["nodes"] == 12
     assert gpu["gpus_per_node"] == 4 and gpu["time_limit"] == "2-00:00:00"
     assert cpu["gpus_per_node"] == 0 and cpu["gres"] == "" and not cpu["default"]
-    assert slurm.gpus_in_gres("gpu:v100:2,gpu:a100:8(S:0)") == 8
-    assert slurm.gpus_in_gres("gpu:3") == 3
+    assert gpus_in_gres("gpu:v100:2,gpu:a100:8(S:0)") == 8
+    assert gpus_in_gres("gpu:3") == 3
 
 
 def test_filesystems_shared_or_node_local_and_slurm5_verdict():
-    fs = slurm.classify_filesystems(["/home/u|nfs4|/home", "/scratch|lustre|/scratch",
-                                     "/tmp|xfs|/", "/home/u|nfs4|/home", "/gone|"])
+    fs = classify_filesystems(["/home/u|nfs4|/home", "/scratch|lustre|/scratch",
+                               "/tmp|xfs|/", "/home/u|nfs4|/home", "/gone|"])
     assert [(f["path"], f["shared"]) for f in fs] == [
         ("/home/u", True), ("/scratch", True), ("/tmp", False)]
-    parts = slurm.parse_sinfo(SINFO)
+    parts = parse_sinfo(SINFO)
 
     def slurm5(durable, partitions=parts):
         report = {"partitions": partitions, "filesystems": fs}
-        (v,) = [v for v in slurm.audit_verdicts(report, durable) if v["id"] == "SLURM5"]
+        (v,) = [v for v in audit_verdicts(report, durable) if v["id"] == "SLURM5"]
         return v
 
     assert slurm5("/scratch")["level"] == "ok"
@@ -353,7 +376,7 @@ def test_filesystems_shared_or_node_local_and_slurm5_verdict():
     single = [{**parts[0], "nodes": 1}]
     assert slurm5("/tmp", single)["level"] == "ok"  # one node sees its own disk
     assert slurm5("/elsewhere")["level"] == "warn"  # unknown is never called safe
-    none = slurm.audit_verdicts({"partitions": [], "filesystems": fs}, "/scratch")
+    none = audit_verdicts({"partitions": [], "filesystems": fs}, "/scratch")
     assert any(v["level"] == "fail" for v in none)
 
 

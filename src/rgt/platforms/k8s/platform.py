@@ -70,7 +70,8 @@ from rgt.platforms.k8s.manifests import (
     pvc_manifest,
     require_digest,
 )
-from rgt.platforms.slurm.platform import grid_cells, grid_command
+from rgt.platforms.slurm.options import grid_cells
+from rgt.platforms.slurm.script import grid_command
 from rgt.profiles import load_profile
 from rgt.remote.layout import Layout, job_environment
 from rgt.spec import JobSpec
