@@ -48,6 +48,7 @@ def ls_cmd(
 
         lines = money.box_lines(store)
     shown = [ln for ln in lines if all_boxes or ln.box.state != "down" or ln.still_billing]
+    auto = _autodown_lines(store, shown)
     if as_json:
         print_json("ls", boxes=[{
             "name": ln.box.name, "profile": ln.box.profile, "state": ln.box.state,
@@ -58,6 +59,7 @@ def ls_cmd(
             "instance": facts(ln.box).instance_id, "uptime_s": ln.uptime_s,
             "spent_usd": ln.spent, "walltime_s": ln.walltime_s, "live_runs": ln.live_runs,
             "idle_s": ln.idle_s, "clocks": ln.clocks, "still_billing": ln.still_billing,
+            "autodown": auto.get(ln.box.name),
             "at_risk": at_risk(ln.box) if ln.box.state == "up" else [],
             "waiting": [{"run": run, "what": what, "waited_s": max(0.0, time.time() - since)}
                         for run, what, since in ln.waiting]}
@@ -69,12 +71,23 @@ def ls_cmd(
                       if not lines else f"No box is up ({hidden} down: [bold]rgt ls --all[/] "
                                         "lists them).")
         return
-    _print_table(shown, idle_after)
+    _print_table(shown, idle_after, auto)
     if hidden:
         console.print(f"[dim]{hidden} down, not shown: rgt ls --all[/]")
 
 
-def _print_table(shown: list, idle_after_min: float) -> None:
+def _autodown_lines(store: Store, shown: list) -> dict[str, str]:
+    """What `run --down` / `autostop` armed, did, or why its watcher is not running
+    (rgt.lifecycle.autodown: events in the store, and a lock the watcher holds)."""
+    if not shown:
+        return {}
+    from rgt.lifecycle import autodown
+
+    return {ln.box.name: line for ln in shown
+            if (line := autodown.shown(store, ln.box)) is not None}
+
+
+def _print_table(shown: list, idle_after_min: float, auto: dict[str, str]) -> None:
     header = ["BOX", "PROFILE", "STATE", "UP", "SPENT", "RUNS"]
     rows = []
     for ln in shown:
@@ -96,7 +109,7 @@ def _print_table(shown: list, idle_after_min: float) -> None:
             console.print(Text(row[0]), highlight=False)
             row[0], budget = "", budget - 1
         _print_row(row, widths, instance if with_instance else None)
-        for note in _notes(ln, idle_after_min)[:budget]:
+        for note in _notes(ln, idle_after_min, auto.get(ln.box.name))[:budget]:
             console.print(Text.from_markup("  " + note), no_wrap=True, overflow="ellipsis",
                           crop=True, highlight=False)
 
@@ -119,9 +132,11 @@ def state_word(box) -> str:
     return f"down ({'by rgt' if by == 'rgt' else 'by your word'})" if by else box.state
 
 
-def _notes(ln, idle_after_min: float) -> list[str]:
+def _notes(ln, idle_after_min: float, auto: str | None = None) -> list[str]:
     """What the user should know about the box, the ones that cost money first (markup)."""
     notes = []
+    if auto:  # who stopped it, or what will, or that the watcher that would is not running
+        notes.append(f"[{'bold red' if 'NOT running' in auto else 'cyan'}]{escape(auto)}[/]")
     waiting = facts(ln.box).awaiting_console if ln.box.state == "up" else None
     if waiting:
         how = escape(str(waiting.get("how")))

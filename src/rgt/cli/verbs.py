@@ -54,6 +54,8 @@ VERBS: tuple[Verb, ...] = (
          "Re-hash and re-load a run's pulled files against the box's manifests its pull kept."),
     Verb("down", _CLI + "lifecycle_cmd",
          "Stop the meter — only after every run is pulled and verified (the Iron Law)."),
+    Verb("autostop", _CLI + "autodown_cmd",
+         "Take a box down once it has had no live run for N minutes (Iron Law kept)."),
     Verb("ls", _CLI + "ls_cmd",
          "Every box: state, up-time, money spent, live runs, and the clocks that are running."),
     Verb("dismiss", _CLI + "ls_cmd",

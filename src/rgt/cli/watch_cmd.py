@@ -70,6 +70,10 @@ def watch(
         if waiting:  # a script waiting on a run it mistyped must not read "failed"
             err.exit_code = watch_mod.EXIT_NOT_FOUND
         raise
+    from rgt.lifecycle.autodown import restart_note  # `run --down`'s watcher, if killed
+
+    if note := restart_note(store, box.name):
+        err_console.print(f"[yellow]note:[/] {escape(note)}")
     summary = None if follow else ended_summary(store, box, run)
     if summary is None:
         summary = _ask_the_box(store, box, run, follow, until_done, timeout, give_up_after)
