@@ -4,7 +4,15 @@ fake_runpod_api.py; no SSH here)."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
 import time
+import types
+import zipfile
+from pathlib import Path
 
 import httpx
 import pytest
@@ -177,3 +185,105 @@ def test_fake_pod_actions_follow_the_status_rules(runpod_api):
     _refused(_raw(runpod_api, "GET", f"/v2/pods/{pod_id}"), 404)
 
 
+
+
+# The official SDK against the fake --------------------------------------------------------------
+# runpod-python 1.12.0 (github.com/runpod/runpod-python at 07fc6e2b) talks to RunPod through its
+# GraphQL API (runpod/api/graphql.py, ctl_commands.py). Its package __init__ imports the
+# serverless worker (fastapi, aiohttp, paramiko ...), which rgt's test environment does not carry,
+# so the SDK's API layer is loaded from its own unmodified files under an empty `runpod` package:
+# RGT_TEST_RUNPOD_SDK (a wheel or a directory holding runpod/), an installed runpod, or the
+# pinned wheel fetched once with pip (no dependencies) into the user's cache.
+RUNPOD_SDK = "runpod==1.12.0"
+
+
+@pytest.fixture(scope="session")
+def runpod_sdk_root(tmp_path_factory) -> Path:
+    given = os.environ.get("RGT_TEST_RUNPOD_SDK")
+    installed = importlib.util.find_spec("runpod")
+    if given:
+        source = Path(given)
+    elif installed is not None and installed.origin:
+        return Path(installed.origin).parent.parent
+    else:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rgt-tests"
+        wanted = RUNPOD_SDK.replace("==", "-") + "-*.whl"
+        if not sorted(cache.glob(wanted)):
+            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
+                            "-d", str(cache), RUNPOD_SDK], capture_output=True, timeout=180)
+        wheels = sorted(cache.glob(wanted))
+        if not wheels:
+            pytest.fail(f"the official RunPod SDK is not at hand: pip download --no-deps "
+                        f"{RUNPOD_SDK} failed (set RGT_TEST_RUNPOD_SDK to its wheel)")
+        source = wheels[0]
+    if source.is_dir():
+        return source
+    root = tmp_path_factory.mktemp("runpod-sdk")
+    with zipfile.ZipFile(source) as wheel:
+        wheel.extractall(root)
+    return root
+
+
+@pytest.fixture
+def runpod_sdk(runpod_api, runpod_sdk_root, monkeypatch):
+    """(ctl_commands, error) of the official SDK, pointed at the fake by RUNPOD_API_BASE_URL."""
+    package = types.ModuleType("runpod")
+    package.__path__ = [str(runpod_sdk_root / "runpod")]
+    package.api_key = RUNPOD_KEY  # what `runpod.api_key = ...` sets in the SDK's own __init__
+    monkeypatch.setitem(sys.modules, "runpod", package)
+    monkeypatch.setenv("RUNPOD_API_BASE_URL", runpod_api.url)
+    try:
+        yield (importlib.import_module("runpod.api.ctl_commands"),
+               importlib.import_module("runpod.error"))
+    finally:
+        for name in [n for n in sys.modules if n.startswith("runpod.")]:
+            del sys.modules[name]
+
+
+def test_sdk_reads_the_gpu_catalog(runpod_api, runpod_sdk):
+    ctl, _ = runpod_sdk
+    gpus = ctl.get_gpus()
+    assert gpus[0] == {"id": "NVIDIA GeForce RTX 4090", "displayName": "RTX 4090",
+                       "memoryInGb": 24}
+    assert [g["id"] for g in gpus] == [g["id"] for g in runpod_api.gpus]
+    rtx = ctl.get_gpu("NVIDIA GeForce RTX 4090", 2)
+    assert rtx["securePrice"] == pytest.approx(0.69) and rtx["maxGpuCount"] == 8
+    assert rtx["lowestPrice"]["uninterruptablePrice"] == pytest.approx(0.68)
+    with pytest.raises(ValueError, match="No GPU found"):
+        ctl.get_gpu("NVIDIA MI300X")
+    (call, *_) = runpod_api.calls("POST", "/graphql")
+    assert call.headers["authorization"] == f"Bearer {RUNPOD_KEY}"
+
+
+def test_sdk_pod_lifecycle_is_the_rest_apis_pod(runpod_api, runpod_sdk):
+    ctl, _ = runpod_sdk
+    made = ctl.create_pod("sdk-a", IMAGE, "NVIDIA GeForce RTX 4090", cloud_type="SECURE",
+                          ports="22/tcp", env={"TZ": "UTC"}, volume_in_gb=20)
+    assert made["imageName"] == IMAGE and made["env"] == ["TZ=UTC"]
+    assert made["machine"] == {"podHostId": f"{made['id']}-64411eb2"}
+    pod = runpod_api.pods[made["id"]]  # the very pod GET /v2/pods/{id} reads
+    assert pod["mounts"] == {"persistent": {"size": 20, "path": "/runpod-volume"}}
+    assert [p["id"] for p in ctl.get_pods()] == [made["id"]]
+    for _ in range(runpod_api.boot_polls + 1):
+        shown = ctl.get_pod(made["id"])
+    assert shown["desiredStatus"] == "RUNNING" and shown["costPerHr"] == pytest.approx(0.69)
+    assert shown["runtime"]["ports"][0]["privatePort"] == 22
+    assert ctl.stop_pod(made["id"]) == {"id": made["id"], "desiredStatus": "EXITED"}
+    assert pod["status"] == "EXITED"
+    assert ctl.resume_pod(made["id"], 1)["desiredStatus"] == "RUNNING"
+    ctl.terminate_pod(made["id"])
+    assert ctl.get_pod(made["id"]) is None and ctl.get_pods() == []
+
+
+def test_sdk_hears_what_runpod_refuses(runpod_api, runpod_sdk, monkeypatch):
+    ctl, error = runpod_sdk
+    for gpu in runpod_api.gpus:
+        gpu["_stock"] = {}
+    with pytest.raises(error.QueryError, match="no instances currently available"):
+        ctl.create_pod("sdk-b", IMAGE, "NVIDIA RTX A6000")
+    from runpod.api.graphql import run_graphql_query
+
+    with pytest.raises(error.QueryError, match='Cannot query field "gpuPrice" on type'):
+        run_graphql_query("query { gpuTypes { id gpuPrice } }")
+    with pytest.raises(error.AuthenticationError):
+        ctl.get_gpus(api_key="rpa_not-the-key")

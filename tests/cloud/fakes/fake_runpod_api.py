@@ -46,6 +46,10 @@ published; `runtime` is null unless RUNNING, and lists one entry per GPU the pod
 Every (re)start publishes 22/tcp on a NEW public port (RP6): the fake opens a fresh TCP relay
 to the real sshd each time, and a stopped pod's port answers nothing.
 
+- POST   /graphql                  the GraphQL API the official `runpod` SDK calls (GPU types,
+                                   pods, create/stop/resume/terminate): fake_runpod_graphql.py,
+                                   over the same pods and GPU types as the routes above
+
 Errors are RFC 9457 problems, {"title", "status", "detail", "errors"?}; 401 for a missing or
 wrong key; 429 with an integer Retry-After and the RateLimit/RateLimit-Policy headers when the
 per-minute quota (`per_minute`, the policy example: 60) is spent.
@@ -66,6 +70,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import fake_runpod_graphql as graphql
 from fake_http import FakeApi, Request
 
 # The request schemas, transcribed from the spec (allOf parts merged into one object) --------
@@ -349,6 +354,8 @@ class FakeRunPod(FakeApi):
                 return self._delete(pod)
             if route == ("POST", "v2/pods", 4) and parts[3] == "action":
                 return self._action(pod, req.body)
+        if route == ("POST", "graphql", 1):  # the official SDK's API (fake_runpod_graphql.py)
+            return graphql.answer(self, req.body)
         return problem(404, f"no route {req.method} {req.path}")
 
     def _catalog(self, query: dict[str, str]) -> tuple[int, Any]:
