@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -40,11 +41,35 @@ def test_profile_show_lambda_json_answers_the_teardown_questions():
 
 
 def test_profile_show_renders_danger_clocks_first():
-    result = rgt("profile", "show", "autodl")
+    result = rgt("profile", "show", "autodl", "--long")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.index("⚠") < out.index("\nFacts") < out.index("Storage: does the data survive")
     assert "15" in out.split("Facts")[0]  # the 15-day release clock is on the first screen
+
+
+def test_profile_show_is_short_and_readable_at_80_columns():
+    """The short form (issue 33): danger clocks, what each action stops and loses, where the
+    data lives, the gotchas' titles; at 80 columns no line is cut or too wide. No internal source
+    reference and no gotcha id without its title, short or long."""
+    short = rgt("profile", "show", "autodl", env={"COLUMNS": "80"}).stdout
+    long = rgt("profile", "show", "autodl", "--long", env={"COLUMNS": "80"}).stdout
+    # (832 lines before: a 7-column storage table left one word a line for ~60 lines)
+    assert len(short.splitlines()) < 160 < len(long.splitlines()) < 600
+    assert short.index("⚠") < short.index("Teardown") < short.index("Storage: does the data")
+    assert "Facts" not in short and "--long" in " ".join(short.splitlines()[-3:])
+    for out in (short, long):
+        lines = out.splitlines()
+        assert max(len(line) for line in lines) <= 80
+        cut = [line for line in lines if re.search(r"…\s*(│|$)", line)]  # Rich's ellipsis
+        assert not cut, "a cell or header was cut"
+        for internal in ("seeds/", "§", "(principle"):
+            assert internal not in out, internal
+    # every id in the text has its title beside it: "(AD-DANGER)" alone means nothing
+    assert "(AD-DANGER)" not in long and "AD-DANGER “A box left in 关机 is released" in long
+    assert "(AD7, U39)" not in long and "AD7 “The platform TensorBoard reads only" in long
+    local = rgt("profile", "show", "local", "--long").stdout
+    assert "rehearse a job here before renting" in local and "principle" not in local
 
 
 def test_profile_show_one_section():
@@ -111,7 +136,8 @@ def test_text_in_square_brackets_is_shown_verbatim(tmp_path: Path):
     mine["facts"]["inode_cap"] = "[quota] per user"
     mine["launch"]["notes"] = "wrap in [bold]x[/] to shout"
     (tmp_path / "my-lab.yaml").write_text(yaml.safe_dump(mine, allow_unicode=True))
-    result = rgt("profile", "show", "my-lab", env={"RGT_PROFILE_PATH": str(tmp_path)})
+    result = rgt("profile", "show", "my-lab", "--long",
+                 env={"RGT_PROFILE_PATH": str(tmp_path)})
     assert result.returncode == 0, result.stderr
     assert "[quota] per user" in result.stdout and "\\[quota]" not in result.stdout
     assert "wrap in [bold]x[/] to shout" in result.stdout

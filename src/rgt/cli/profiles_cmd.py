@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -111,9 +112,17 @@ def profile_show(
         str | None,
         typer.Option("--section", "-s", help=f"Only one part: {', '.join(SECTIONS)}."),
     ] = None,
+    long: Annotated[bool, typer.Option(
+        "--long", "-l", help="Every part: facts, launch, network, spot, daemon, debugging, "
+                             "overrides and sources too.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Show a profile, danger clocks first."""
+    """Show a profile, danger clocks first.
+
+    By default the short form: what to know first, what each teardown action stops, keeps
+    and loses, where the data lives, and the platform's gotchas. --long shows every part;
+    --section one of them.
+    """
     profile = load_profile(name)
     if section is not None and section not in SECTIONS:
         raise UserError(f"unknown section {section!r}; choose one of: {', '.join(SECTIONS)}")
@@ -124,8 +133,20 @@ def profile_show(
         _print_json(data)
         return
     render = _renderers()
-    for part in [section] if section else list(SECTIONS):
-        render[part](profile)
+    if section or long:
+        for part in [section] if section else SECTIONS:
+            render[part](profile)
+    else:
+        for part in SHORT:
+            render[part](profile, short=True) if part in ("teardown", "storage") \
+                else render[part](profile)
+    if not section and not long:
+        console.print(f"\nMore: [bold]rgt profile show {escape(name)} --long[/] (facts, launch, "
+                      "network, spot, daemon, debugging, overrides, sources), or one part with "
+                      "[bold]-s SECTION[/]; a gotcha in full: [bold]rgt gotcha ID[/]")
+
+
+SHORT = ("surface", "teardown", "storage", "gotchas")  # `profile show` without --long
 
 
 def _renderers() -> dict:
@@ -145,21 +166,46 @@ def _renderers() -> dict:
     }
 
 
+def _gotcha_titles() -> dict[str, str]:
+    """Every gotcha id (every platform's and the universal ones) -> its title."""
+    from rgt.profiles.loader import all_gotchas
+
+    return {g.id: g.title for _, g in all_gotchas()}
+
+
+_TITLES: dict[str, str] = {}
+_PRINCIPLE = re.compile(r"\s*\(principle \d+\)")  # the design notes' numbering: not the user's
+# "…, recorded in seeds/004 §5": where rgt's own research notes say it, not a page to open
+_SEEDS_CITED = re.compile(r"[,;]?\s*(?:\w+\s+)?in seeds/\d+(?:\s*\([^)]*\))?(?:\s*§\s*\d+)?")
+
+
+def said(text: object) -> str:
+    """Profile text as markup for the user: each gotcha id named with its title (`AD7` alone
+    means nothing to a reader; `AD7 "The platform TensorBoard reads only /root/tf-logs"`
+    does), and the design notes' "(principle N)" left out."""
+    if not _TITLES:
+        _TITLES.update(_gotcha_titles())
+        ids = sorted(_TITLES, key=len, reverse=True)
+        _TITLES[""] = r"(?<![\w-])(" + "|".join(map(re.escape, ids)) + r")(?![\w-])"
+    plain = _SEEDS_CITED.sub("", _PRINCIPLE.sub("", str(text)))
+    return escape(re.sub(_TITLES[""], lambda m: f"{m.group(1)} “{_TITLES[m.group(1)]}”", plain))
+
+
 def _render_surface(p: Profile) -> None:
-    lines = [f"[bold]{escape(p.title)}[/] — {escape(p.summary)}", ""]
-    lines += [f"[bold red]⚠ {escape(clock)}[/]" for clock in p.surface.danger_clocks]
-    lines += [f"[green]✓[/] {escape(c)}" for c in p.surface.conveniences]
+    lines = [f"[bold]{escape(p.title)}[/] — {said(p.summary)}", ""]
+    lines += [f"[bold red]⚠ {said(clock)}[/]" for clock in p.surface.danger_clocks]
+    lines += [f"[green]✓[/] {said(c)}" for c in p.surface.conveniences]
     console.print(Panel("\n".join(lines), title=f"{p.name}: read this first", expand=False))
 
 
 def _kv_table(title: str, rows: list[tuple[str, object]]) -> None:
-    """Rows of raw values: booleans become yes/no, everything else is shown verbatim."""
+    """Rows of raw values: booleans become yes/no, text is shown as it is (ids titled)."""
     table = Table(title=title, show_header=False, title_justify="left", title_style="bold")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     for key, value in rows:
         if value not in ("", None, [], {}):
-            table.add_row(escape(key), _yes_no(value))
+            table.add_row(escape(key), _yes_no(value) if isinstance(value, bool) else said(value))
     console.print(table)
 
 
@@ -189,29 +235,26 @@ def _survival_cell(value: Survives) -> str:
     return {True: "[green]kept[/]", False: "[bold red]LOST[/]"}.get(value, escape(str(value)))
 
 
-def _render_storage(p: Profile) -> None:
-    actions = [a.name for a in p.actions]
-    table = Table(title="Storage: does the data survive?", title_justify="left",
-                  title_style="bold")
-    table.add_column("tier")
-    table.add_column("path")
-    for action in actions:
-        mark = " ⏻" if action == p.meter_stop.name else ""
-        table.add_column(f"{escape(action)}{mark}", justify="center")
+def _render_storage(p: Profile, short: bool = False) -> None:
+    """One entry per tier, not a grid: at 80 columns a column per action cut its name
+    ("shut…") and a column per fact left one word a line. SHORT: which action keeps it."""
+    console.print("[bold]Storage: does the data survive?[/] (⏻ = the meter-stop verb)")
     for tier in p.storage.tiers:
         home = " [cyan](checkpoints)[/]" if tier.name == p.storage.checkpoint_tier else ""
-        table.add_row(escape(tier.name) + home, escape(tier.path),
-                      *[_survival_cell(tier.survives[a]) for a in actions])
-    console.print(table)
-    console.print("⏻ = the meter-stop verb")
-    details = Table(show_header=True, header_style="bold")
-    for column in ("tier", "speed", "cap", "inodes", "scope", "billing", "notes"):
-        details.add_column(column, overflow="fold")
-    for t in p.storage.tiers:
-        notes = "; ".join([t.notes] + [f"{k}: {v}" for k, v in t.survival_notes.items()])
-        details.add_row(*(escape(x) for x in (t.name, t.speed, t.cap, t.inode_cap, t.scope,
-                                               t.billing, notes.strip("; "))))
-    console.print(details)
+        console.print(f"[bold]{escape(tier.name)}[/] {escape(tier.path)}{home}")
+        survives = [f"{escape(a.name)}{' ⏻' if a.name == p.meter_stop.name else ''} "
+                    f"{_survival_cell(tier.survives[a.name])}" for a in p.actions]
+        console.print("  " + " · ".join(survives))
+        if short:
+            continue
+        facts = [f"{label} {escape(value)}" for label, value in (
+            ("speed", tier.speed), ("cap", tier.cap), ("inodes", tier.inode_cap),
+            ("scope", tier.scope), ("billing", tier.billing)) if value]
+        if facts:
+            console.print("  [dim]" + " · ".join(facts) + "[/]")
+        for note in [tier.notes, *(f"{k}: {v}" for k, v in tier.survival_notes.items())]:
+            if note:
+                console.print(f"  {said(note)}")
 
 
 def _keeps_billing(action) -> str:
@@ -221,25 +264,30 @@ def _keeps_billing(action) -> str:
     )
 
 
-def _render_teardown(p: Profile) -> None:
-    table = Table(title="Teardown and billing: what each action does", title_justify="left",
-                  title_style="bold")
-    for column in ("action", "stops compute", "stops storage", "irreversible", "keeps billing",
-                   "timer", "how"):
-        table.add_column(column, overflow="fold")
-    for a in p.actions:
-        table.add_row(_action_name(p, a), _yes_no(a.stops_compute_meter),
-                      _yes_no(a.stops_storage_meter), _yes_no(a.irreversible),
-                      escape(_keeps_billing(a)), escape(_timer(a)), escape(a.how))
-    console.print(table)
-    # What the grid has no room for: the data each action keeps or loses, and its notes.
+def _render_teardown(p: Profile, short: bool = False) -> None:
+    """Each action as a short entry: what it stops, whether it can be undone, what keeps
+    billing, the data it keeps and loses, and its notes (SHORT: not the notes, the timer or
+    how it is done)."""
+    console.print("[bold]Teardown and billing: what each action does[/]")
     for a in p.actions:
         console.print(_action_name(p, a))
+        if short:
+            console.print(f"  stops compute {_yes_no(a.stops_compute_meter)} · irreversible "
+                          f"{_yes_no(a.irreversible)} · storage: {_tiers_after(p, a.name)}")
+            if a.keeps_billing:
+                console.print(f"  [yellow]keeps billing:[/] {said(_keeps_billing(a))}")
+            continue
+        console.print(f"  stops compute {_yes_no(a.stops_compute_meter)} · stops storage "
+                      f"{_yes_no(a.stops_storage_meter)} · irreversible {_yes_no(a.irreversible)}")
+        for label, value in (("keeps billing", _keeps_billing(a)), ("timer", _timer(a)),
+                             ("how", a.how)):
+            if value:
+                console.print(f"  {label}: {said(value)}")
         storage = _tiers_after(p, a.name)
         if storage:
             console.print(f"  storage: {storage}")
         if a.notes:
-            console.print(f"  notes: {escape(a.notes)}")
+            console.print(f"  notes: {said(a.notes)}")
 
 
 def _action_name(p: Profile, a) -> str:
@@ -297,44 +345,49 @@ def _render_daemon(p: Profile) -> None:
 
 
 def _render_gotchas(p: Profile) -> None:
-    table = Table(title="Gotchas", title_justify="left", title_style="bold")
-    table.add_column("id", style="bold")
-    table.add_column("title", overflow="fold")
-    table.add_column("detectable", justify="center")
+    console.print("[bold]Gotchas[/] ([green]✓[/] rgt detects it: `rgt doctor`)")
+    width = max((len(g.id) for g in p.gotchas), default=0)
     for g in p.gotchas:
-        table.add_row(g.id, escape(g.title), "✓" if g.detect else "")
-    console.print(table)
+        mark = " [green]✓[/]" if g.detect else ""
+        console.print(f"  [bold]{escape(g.id.ljust(width))}[/] {escape(g.title)}{mark}")
     if p.universal_refs:
-        console.print(f"Universal gotchas that apply: {', '.join(p.universal_refs)}  "
-                      "([bold]rgt gotcha ID[/] for one)")
+        titles = _gotcha_titles()
+        console.print("Universal gotchas that apply:")
+        for ref in p.universal_refs:
+            console.print(f"  [bold]{escape(ref)}[/] {escape(titles.get(ref, ''))}")
+    console.print("[dim]One in full: rgt gotcha ID[/]")
 
 
 def _render_debugging(p: Profile) -> None:
     if not p.debugging:
         return
-    table = Table(title="Debugging", title_justify="left", title_style="bold")
-    for column in ("to find out", "run", "reading"):
-        table.add_column(column, overflow="fold")
+    console.print("[bold]Debugging[/]")
     for d in p.debugging:
-        table.add_row(escape(d.purpose), escape(d.command), escape(d.reading))
-    console.print(table)
+        console.print(f"[bold]{said(d.purpose)}[/]\n  run: {escape(d.command)}\n"
+                      f"  reading: {said(d.reading)}")
 
 
 def _render_overrides(p: Profile) -> None:
     _kv_table("Script overrides", list(p.overrides.items()))
     for note in p.override_notes:
-        console.print(f"• {escape(note)}")
+        console.print(f"• {said(note)}")
+
+
+# rgt's own research notes (the design seeds) are how the facts were gathered, not a page a
+# user can open: the sources shown are the public ones
+_INTERNAL_SOURCE = re.compile(r"^\s*seeds/")
 
 
 def _render_sources(p: Profile) -> None:
     seen = {(c.doc, c.verified, c.inference) for c in p.sources}
     for part in (p.launch, p.storage, p.network, p.spot, p.daemon, *p.actions, *p.gotchas):
         seen.update((c.doc, c.verified, c.inference) for c in part.sources)
-    if seen:
+    public = {s for s in seen if not _INTERNAL_SOURCE.match(s[0])}
+    if public:
         console.print("[bold]Sources[/] (verified dates: how fresh each fact is)")
-        for doc, verified, inferred in sorted(seen, key=lambda s: (s[1] or "", s[0])):
+        for doc, verified, inferred in sorted(public, key=lambda s: (s[1] or "", s[0])):
             when = "inference" if inferred else verified or "undated"
-            console.print(f"  {escape(doc)}  [dim]{when}[/]")
+            console.print(f"  {said(doc)}  [dim]{when}[/]")
 
 
 class _PasteCommand(TyperCommand):
