@@ -31,7 +31,8 @@ def ls_cmd(
     all_boxes: Annotated[bool, typer.Option("--all", "-a", help="Include boxes that are down.")
                          ] = False,
     idle_after: Annotated[float, typer.Option(help="Warn when a box has been idle this many "
-                                                   "minutes (GEN1).")] = IDLE_AFTER_MIN,
+                                                   "minutes (gotcha GEN1: a forgotten box "
+                                                   "bills 24/7).")] = IDLE_AFTER_MIN,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout "
                                                          "(README: JSON output).")] = False,
 ) -> None:
@@ -143,7 +144,8 @@ def _notes(ln, idle_after_min: float, auto: str | None = None) -> list[str]:
         notes.append(f"[bold red]still billing: stop it in the console ({how}), then "
                      f"`rgt down {ln.box.name}` and type its name[/]")
     if ln.idle_s is not None and ln.idle_s > idle_after_min * 60:
-        notes.append(f"[bold red]idle {duration(ln.idle_s)} with no live run (GEN1)[/]")
+        notes.append(f"[bold red]idle {duration(ln.idle_s)} with no live run: a forgotten box "
+                     "bills 24/7 (GEN1)[/]")
     notes += [f"[yellow]still billing: {escape(b)}[/]" for b in ln.still_billing]
     notes += [f"[yellow]waiting {duration(max(0.0, time.time() - since))}:[/] {escape(what)}"
               for _run, what, since in ln.waiting]

@@ -136,7 +136,7 @@ def _box_row(line) -> tuple[Text, Text, str, Text]:
         money += f" @{box.rate:g}/h"
     detail = Text(money)
     if line.idle_s is not None and line.idle_s > IDLE_WARNING_S:
-        detail.append(f" · idle {duration(line.idle_s)} (GEN1)", style="bold red")
+        detail.append(f" · idle {duration(line.idle_s)}, billing", style="bold red")
     for billing in line.still_billing:
         detail.append(f" · still billing: {billing}", style="yellow")
     if len(detail) == len(money) and line.clocks:
