@@ -44,13 +44,13 @@ TASK_FIELDS = {"type", "name", "commands", "setup", "env", "files", "repos", "im
                "retry", "tags"}
 NOTED = {"python": "rgt runs the box's own Python (dstack installs this one in its image)",
          "nvcc": "rgt runs the box's own CUDA toolkit",
-         "ports": "rgt opens no port; reach it from this machine with `ssh -N -L PORT:localhost:"
-                  "PORT BOX`",
+         "ports": "rgt opens no port; reach it from this machine with `rgt ssh BOX --port "
+                  "PORT`, which forwards it and prints http://127.0.0.1:PORT",
          "retry": "rgt restarts a run only with an rgt spec's `recover:`",
          "tags": "rgt keeps no tags"}
 OTHER_TYPES = {
     "service": "a dstack service: services are not run by rgt; run the server as a task "
-               "(type: task) and reach its port with ssh -L",
+               "(type: task) and reach its port with `rgt ssh BOX --port PORT`",
     "dev-environment": "a dstack dev environment: rgt runs no IDE; `rgt up` a box and ssh in",
     "fleet": "a dstack fleet: rgt has no fleets; `rgt up` registers or rents a box",
     "volume": "a dstack volume: rgt creates no volumes; the box's durable dir is kept",

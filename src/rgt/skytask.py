@@ -39,8 +39,10 @@ So a SkyPilot user runs `rgt run BOX task.yaml` on the file they have. What maps
                                          platform for (aws, gcp, azure …) is refused, naming
                                          the rgt profile nearest to it
     resources.ports, disk_tier,          noted, not refused: the job runs the same; rgt opens
-      network_tier, labels, autostop,    no port (reach one with ssh -L), takes the box's disk
-      job_recovery                       and network as they are, and restarts only by recover:
+      network_tier, labels, autostop,    no port (`rgt ssh BOX --port N` reaches one), takes
+      job_recovery                       the box's disk and network as they are, restarts
+                                         only by recover:, and stops the meter only when
+                                         asked (`rgt run --down`, `rgt autostop`)
 
 Services, pools, pipelines and job groups are named as what they are. Anything else
 (instance_type, zone, config, volumes …) is refused by name: rgt would
@@ -65,12 +67,13 @@ IGNORED_TOP = {"inputs", "outputs"}  # size hints for SkyPilot's optimizer, not 
 RESOURCES = {"accelerators", "gpus", "cpus", "memory", "disk_size", "use_spot", "image_id",
              "region", "infra", "cloud", "any_of", "ordered"}
 NOTED = {  # resources fields that change where or how fast, not what the job does
-    "ports": "rgt opens no port on the box; reach it from this machine with `ssh -N -L "
-             "PORT:localhost:PORT BOX`",
+    "ports": "rgt opens no port on the box; reach it from this machine with `rgt ssh BOX "
+             "--port PORT`, which forwards it and prints http://127.0.0.1:PORT",
     "disk_tier": "rgt takes the box's disk as it is",
     "network_tier": "rgt takes the box's network as it is",
     "labels": "rgt sets no labels from a SkyPilot task (an rgt spec's kubernetes.labels does)",
-    "autostop": "rgt stops nothing by itself: `rgt down` after the pull",
+    "autostop": "a task file arms nothing in rgt: `rgt run BOX TASK --down` or `rgt autostop "
+                "BOX MINUTES` stops the meter once the results are pulled",
     "job_recovery": "rgt restarts a run only with an rgt spec's `recover:`",
     "spot_recovery": "rgt restarts a run only with an rgt spec's `recover:`",
 }
@@ -114,7 +117,7 @@ def what_it_is(data: dict[str, Any]) -> str | None:
     if "service" in data:
         return ("is a SkyServe service (its `service:` section): SkyServe services are not run "
                 "by rgt; run the model server as a task (drop `service:`) and reach its port "
-                "with ssh -L")
+                "with `rgt ssh BOX --port PORT`")
     if "pool" in data:
         return ("is a SkyPilot pool (`pool:`, for `sky jobs pool apply`): rgt runs no pools; "
                 "a box you `rgt up` is the nearest thing")
