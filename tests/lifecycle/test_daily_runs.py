@@ -29,12 +29,13 @@ def home(tmp_path_factory):
     return cli, root, ids
 
 
-def _inline(cli: Rgt, cwd, box: str, command: str) -> str:
-    """`rgt run BOX -d -- COMMAND` started in CWD; its run id."""
-    result = subprocess.run([sys.executable, "-m", "rgt", "run", box, "-d", "--", command],
-                            cwd=cwd, env={**_env(), **cli.env}, capture_output=True, text=True,
-                            timeout=120)
+def _inline(cli: Rgt, cwd, box: str, command: str, *options: str) -> str:
+    """`rgt run BOX -d OPTIONS -- COMMAND` started in CWD; its run id."""
+    result = subprocess.run([sys.executable, "-m", "rgt", "run", box, "-d", *options, "--",
+                             command], cwd=cwd, env={**_env(), **cli.env}, capture_output=True,
+                            text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+    assert ("no --output" in result.stdout) == (not options), result.stdout
     return result.stdout.strip().splitlines()[-1]
 
 
@@ -76,7 +77,8 @@ def test_logs_follow_streams_while_the_run_goes_on(home, tmp_path):
     work.mkdir()
     cli.ok("up", "f")  # its own box: the runs of `b` stay the three the id test counts
     run_id = _inline(cli, work, "f", f"echo tick-1; while [ ! -e {gate} ]; do sleep 0.1; done; "
-                                     "echo tick-2")
+                                     "echo tick-2; mkdir -p out; echo 42 > out/answer",
+                     "--output", "out")
     follow = subprocess.Popen([sys.executable, "-m", "rgt", "logs", "f", run_id, "-f"],
                               env={**_env(), **cli.env}, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
@@ -91,6 +93,8 @@ def test_logs_follow_streams_while_the_run_goes_on(home, tmp_path):
     finally:
         follow.kill()
     assert follow.returncode == 0 and "tick-2" in rest, err
+    cli.ok("pull", "f", run_id, "--dest", str(tmp_path / "pulled"))  # --output: pulled
+    assert (tmp_path / "pulled" / "out" / "answer").read_text() == "42\n"
     failed = _inline(cli, work, "f", "echo bad; exit 3")
     ended = cli("logs", "f", failed, "-f")
     assert ended.returncode == 1 and "bad" in ended.stdout and "failed" in ended.stderr

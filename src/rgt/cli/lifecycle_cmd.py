@@ -133,6 +133,10 @@ def run_cmd(
         metavar="JOB.yaml | -- CMD...", show_default=False,
         help="The job spec, or after -- a command to run with this directory as the workdir "
              "(its words joined by spaces, run by the box's shell, as ssh does).")] = None,
+    output: Annotated[list[str] | None, typer.Option(
+        "--output", metavar="PATH", show_default=False,
+        help="With -- CMD: a file or directory (in the workdir) the command writes, for pull "
+             "to fetch and verify; repeatable. A spec names them in `outputs`.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what the box would be "
                                                             "given (Slurm's batch script, "
                                                             "Kubernetes' manifests; on an SSH "
@@ -170,7 +174,7 @@ def run_cmd(
     """
     fixed = streams_flag(streams)
     store = Store()
-    spec = _job_spec(name, job or [])
+    spec = _job_spec(name, job or [], output or [])
     if down_after and not dry_run:  # refused before anything is pushed, not after the run
         from rgt.lifecycle import autodown
 
@@ -219,13 +223,21 @@ def _arm_down(store: Store, name: str, run_id: str) -> None:
                   f"shows it, log {escape(str(autodown.log_path(name)))}")
 
 
-def _job_spec(box: str, words: list[str]):
+def _job_spec(box: str, words: list[str], outputs: list[str]):
     """The spec file named, or the inline job of `rgt run BOX -- CMD …`: a command only after
     a `--`, so that a mistyped spec name is never run on the box as a command."""
     if "--" in sys.argv[1:] and words:
         from rgt.lifecycle.inline_job import inline_spec
 
-        return inline_spec(words)
+        spec = inline_spec(words, outputs=outputs)
+        if not outputs:  # the Iron Law checks what pull fetches: here, nothing the job wrote
+            console.print("[yellow]note:[/] no --output: `rgt pull` fetches the log and the "
+                          "checkpoint home ($RGT_CKPT_DIR) only, and `rgt down` loses files the "
+                          "command writes elsewhere; name them with --output PATH")
+        return spec
+    if outputs:
+        raise UserError("--output is for `rgt run BOX -- CMD`; a spec names its outputs in "
+                        "`outputs:`")
     if len(words) != 1:
         raise UserError(f"give the job: `rgt run {box} JOB.yaml`, or a command after --: "
                         f"`rgt run {box} -- python train.py`")

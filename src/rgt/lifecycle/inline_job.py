@@ -16,8 +16,9 @@ from rgt.errors import UserError
 from rgt.spec import JobSpec
 
 
-def inline_spec(words: list[str], cwd: Path | None = None) -> JobSpec:
-    """The job spec of `rgt run BOX -- WORDS` started in CWD."""
+def inline_spec(words: list[str], cwd: Path | None = None, *,
+                outputs: list[str] | None = None) -> JobSpec:
+    """The job spec of `rgt run BOX -- WORDS` started in CWD, pulling OUTPUTS (`--output`)."""
     here = (cwd or Path.cwd()).resolve()
     if here == Path.home().resolve() or here == Path(here.anchor):
         # the workdir is pushed whole: a home directory or / is never a project
@@ -26,7 +27,14 @@ def inline_spec(words: list[str], cwd: Path | None = None) -> JobSpec:
     command = " ".join(words).strip()
     if not command:
         raise UserError("nothing to run after --: `rgt run BOX -- python train.py`")
-    return JobSpec(name=job_name(here), workdir=here, run=command)
+    from pydantic import ValidationError
+
+    try:
+        return JobSpec(name=job_name(here), workdir=here, run=command,
+                       outputs=list(outputs or []))
+    except ValidationError as err:  # an --output outside the workdir: the spec's own words
+        raise UserError(f"--output: {err.errors()[0]['msg'].removeprefix('Value error, ')}"
+                        ) from None
 
 
 def job_name(directory: Path) -> str:
