@@ -86,6 +86,8 @@ def armed(store: Store, box: str) -> dict[str, Any] | None:
 
 
 def _say(store: Store, box: str, state: str, **detail: Any) -> None:
+    if "reason" in detail:  # `down`'s refusal is a table: one line for `rgt ls`
+        detail["reason"] = " · ".join(str(detail["reason"]).split("\n"))
     store.record(EVENT, {"state": state, **detail}, box=box)
     _log(box, f"{state} {detail}")
 
@@ -360,8 +362,8 @@ def _down_if_lawful(store: Store, box: Box, by: str, why: str,
 
     plan = down_mod.plan_down(store, box.name)
     if plan.resumed is None and (not plan.safe or down_mod.needs_your_word(plan)):
-        reason = (str(down_mod.refusal(plan)) if not plan.safe else
-                  "only the console can stop this box's meter")
+        reason = (" · ".join(str(down_mod.refusal(plan)).split("\n")) if not plan.safe
+                  else "only the console can stop this box's meter")
         if arming is not None:
             _keep_up(store, box, arming, reason)
             return False
