@@ -181,8 +181,8 @@ def test_every_lambda_status_has_a_state_and_a_bill(lambda_api, status, billing)
 def test_preempted_while_booting_ends_the_wait(lambda_api):
     inst = lambda_api.add_instance("preempted")
     with pytest.raises(UserError, match="went preempted"):
-        lambda_cloud.wait_for_active(lambda_cloud.client(), inst["id"], wait_s=5, poll_s=0.01,
-                                     on_wait=lambda _: None)
+        lambda_cloud.LambdaPlatform().wait_ready(lambda_cloud.client(), inst["id"], wait_s=5,
+                                                 poll_s=0.01, on_wait=lambda _: None)
 
 
 # item 5: limits the fakes enforce, refused by rgt first ------------------------------------

@@ -23,6 +23,7 @@ from fake_vast_api import offer
 import rgt
 from rgt.lifecycle import watch
 from rgt.remote.reach import transport_for
+from rgt.remote.summary import summarize
 from rgt.store import Box, Run
 
 PY = sys.executable  # the "box" is this machine: the interpreter that has torch
@@ -112,7 +113,7 @@ def test_watch_gate_follows_the_instance_state(vast_api, store):
     """Every state where the instance cannot run the job, through the real `watch.refresh`
     (no SSH is attempted: the box's port 9 would refuse it)."""
     box, run, instance_id = _box_with_run(store, vast_api)
-    keys = set(watch.summarize({}))
+    keys = set(summarize({}))
 
     vast_api.preempt(instance_id)
     summary = watch.refresh(store, box, run)
