@@ -140,8 +140,9 @@ def test_runs_and_watch_of_an_ended_run_ask_no_box(tmp_path):
     assert loaded == set(), loaded
     modules, out = _modules_of(["watch", "b", run_id], home)
     assert "succeeded" in out and "step 1 · loss 0.5" in out and "when it had ended" in out
-    assert set(modules) <= {"rgt.lifecycle", "rgt.lifecycle.watch", "rgt.lifecycle.progress"}, \
-        modules
+    asked = [m for m in modules if m.split(".")[0] in ("pydantic", "yaml") or m.startswith(
+        ("rgt.platforms", "rgt.spec", "rgt.transport", "rgt.remote", "rgt.profiles.schema"))]
+    assert not asked, asked
     # the box is really not asked: its run directory gone, watch still answers from the store
     shutil.rmtree(home / "boxes" / "b" / "scratch" / "rgt" / run_id)
     again = rgt("watch", "b", run_id, "--json", env={"RGT_HOME": str(home)})
