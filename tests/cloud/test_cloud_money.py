@@ -14,6 +14,7 @@ from fake_vast_api import offer
 from rgt.errors import UserError
 from rgt.platforms.http import ApiError
 from rgt.platforms.lambda_cloud import platform as lambda_cloud
+from rgt.platforms.vastai import api as vast
 from rgt.platforms.vastai import platform as vastai
 from rgt.store import Box
 
@@ -103,8 +104,8 @@ def test_vast_lists_every_page_and_missing_is_not_gone(vast_api, store):
     vast_api.offers = [offer(300 + n) for n in range(30)]
     ids = [vast_api.add_instance(300 + n, IMAGE) for n in range(30)]
     vast_api.page_size = 25
-    api = vastai.client()
-    listed = vastai.list_instances(api)
+    api = vast.client()
+    listed = vast.list_instances(api)
     assert [i["id"] for i in listed] == ids  # 25 + 5: both pages
     pages = vast_api.calls("GET", "/instances")
     assert [r.query.get("after_token") for r in pages] == [None, "25"]
@@ -160,7 +161,7 @@ def test_vast_429_keeps_the_apis_detail(vast_api, monkeypatch):
     vast_api.offers = [offer(501)]
     vast_api.rate_limit_next = 99
     with pytest.raises(ApiError, match="too frequent: endpoint threshold"):
-        vastai.offers("RTX_4090")
+        vast.offers("RTX_4090")
 
 
 @pytest.mark.parametrize("status,billing", [("booting", True), ("active", True),
@@ -211,7 +212,7 @@ def test_vast_search_quota_429_is_not_retried(vast_api):
     vast_api.offers = [offer(502)]
     vast_api.search_quota_next = 5
     with pytest.raises(ApiError, match="daily search quota.*resets at 20") as err:
-        vastai.offers("RTX_4090")
+        vast.offers("RTX_4090")
     assert "Daily search quota exceeded" in str(err.value)
     assert len(vast_api.calls("POST", "/bundles")) == 1  # a retry would only spend more of it
 

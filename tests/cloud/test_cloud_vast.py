@@ -10,6 +10,7 @@ from cloudkit import IMAGE, VAST_KEY, rgt_cli
 from fake_vast_api import offer
 
 from rgt.errors import UserError
+from rgt.platforms.vastai import api as vast
 from rgt.platforms.vastai import platform as vastai
 
 SAFE = {"verified": {"eq": True}, "rentable": {"eq": True}, "direct_port_count": {"gte": 1},
@@ -28,7 +29,7 @@ def _market(fake):
 def test_offer_search_sends_the_safe_filters_and_ranks(vast_api):
     _market(vast_api)
     vast_api.required_query = {**SAFE, "gpu_name": {"eq": "RTX 4090"}}  # the fake asserts q
-    rows = vastai.offers("RTX_4090", max_price=0.5)
+    rows = vast.offers("RTX_4090", max_price=0.5)
     assert [o.id for o in rows] == [102, 106]  # cheapest first; unsafe hosts and $0.55 gone
     (search,) = vast_api.calls("POST", "/bundles")  # the documented form: the query is the body
     assert vast_api.calls("GET", "/bundles") == [] and search.query == {}
@@ -42,8 +43,8 @@ def test_offers_filtered_client_side_too(vast_api):
     """A marketplace answer is a claim: unsafe rows are dropped even if the server sends them."""
     _market(vast_api)
     vast_api.ignore_filters = True
-    assert [o.id for o in vastai.offers("RTX_4090")] == [102, 107, 106, 101]
-    assert {o.id for o in vastai.offers("RTX_4090", min_reliability=0.5)} >= {104}
+    assert [o.id for o in vast.offers("RTX_4090")] == [102, 107, 106, 101]
+    assert {o.id for o in vast.offers("RTX_4090", min_reliability=0.5)} >= {104}
 
 
 def test_offers_cli_json(vast_api):
@@ -160,7 +161,7 @@ def test_image_cuda_newer_than_host_driver_is_refused(vast_api, store):
     (IMAGE, 12.4), ("nvidia/cuda:12.1.1-runtime-ubuntu22.04", 12.1),
     ("vastai/pytorch:cuda-11.8", 11.8), ("ubuntu:22.04", None)])
 def test_image_cuda_parse(image, cuda):
-    assert vastai.image_cuda(image) == cuda
+    assert vast.image_cuda(image) == cuda
 
 
 def test_secret_in_onstart_is_refused(vast_api, store):
@@ -176,19 +177,19 @@ def _inst(actual, intended="running", msg="", cur="running"):
 
 
 def test_status_mapping():
-    assert vastai.vast_status(_inst("running"))["state"] == "running"
-    paused = vastai.vast_status(_inst("exited", cur="stopped"))
+    assert vast.vast_status(_inst("running"))["state"] == "running"
+    paused = vast.vast_status(_inst("exited", cur="stopped"))
     assert paused["state"] == "paused" and paused["gotcha"] == "VAST4"
-    assert vastai.vast_status(_inst("loading", msg="Pulling"))["gotcha"] == "VAST13"
-    assert vastai.vast_status(_inst("scheduling"), scheduling_for_s=10)["state"] == "scheduling"
-    stuck = vastai.vast_status(_inst("scheduling"), scheduling_for_s=600)
+    assert vast.vast_status(_inst("loading", msg="Pulling"))["gotcha"] == "VAST13"
+    assert vast.vast_status(_inst("scheduling"), scheduling_for_s=10)["state"] == "scheduling"
+    stuck = vast.vast_status(_inst("scheduling"), scheduling_for_s=600)
     assert stuck["state"] == "stuck-scheduling" and stuck["gotcha"] == "VAST3"
     assert "NEW instance" in stuck["advice"]
-    offline = vastai.vast_status(_inst("offline"))
+    offline = vast.vast_status(_inst("offline"))
     assert offline["state"] == "offline" and offline["gotcha"] == "VAST7"
-    stopped = vastai.vast_status(_inst("exited", intended="stopped", cur="stopped"))
+    stopped = vast.vast_status(_inst("exited", intended="stopped", cur="stopped"))
     assert stopped["gotcha"] == "VAST1" and "KEEPS BILLING" in stopped["advice"]
-    assert vastai.vast_status(None)["state"] == "gone"
+    assert vast.vast_status(None)["state"] == "gone"
 
 
 def test_preempted_shows_paused_and_scheduling_turns_stuck(vast_api, store):

@@ -36,9 +36,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
+from rgt.platforms.base import Unavailable
 from rgt.platforms.http import ApiClient, ApiError, RatePolicy
 
 API_URL = "https://api.runpod.io"  # the spec's server; every path starts with /v2
@@ -263,3 +265,78 @@ def pod_state(pod: dict[str, Any] | None, *, volume_gb: float = 0.0) -> dict[str
                           "read the pod's logs in the console, then `rgt down`"}
     return {**base, "state": status.lower() or "unknown", "gotcha": None, "billing": True,
             "advice": "an unrecognised status: treated as billing; check the console"}
+
+
+# renting -------------------------------------------------------------------------------------
+
+MOUNT = "/workspace"
+
+
+def check_login_key(api: ApiClient, identity: str | None) -> None:
+    """`startSsh` gives the pod the account's registered keys and nothing else: with none the
+    pod has no SSH at all, and a key rgt logs in with that is not among them is refused by
+    the pod's sshd after the meter started. Both are said before anything is rented."""
+    keys = {key_body(k) for k in registered_keys(api)}
+    if not keys:
+        raise UserError("your RunPod account has no SSH public key registered: a pod gets only "
+                        "those, so rgt could not log in. Add yours in the console (Settings → "
+                        "SSH Public Keys); nothing was created")
+    if identity:
+        pub = Path(identity).expanduser().with_name(Path(identity).name + ".pub")
+        if pub.is_file() and key_body(pub.read_text()) not in keys:
+            raise UserError(f"{pub} is not among the SSH keys registered with RunPod, so the "
+                            f"pod would refuse it: add it in the console (Settings → SSH "
+                            f"Public Keys), or pass the --identity of a key that is; nothing "
+                            f"was created")
+
+
+def create_body(name: str, gpu: GpuType, count: int, image: str, *, cloud: str,
+                container_disk_gb: int, volume_gb: int, volume: dict[str, Any] | None,
+                data_centre: str | None, env: dict[str, str]) -> dict[str, Any]:
+    """POST /v2/pods: only fields CreatePodRequest names (v2 refuses any other by name)."""
+    body: dict[str, Any] = {
+        "name": name, "image": image, "gpu": {"id": gpu.id, "count": count},
+        "cloud": cloud, "disk": container_disk_gb,
+        "ports": ["22/tcp"],  # full SSH on the public IP: file transfer works (RP6)
+        "startSsh": True,
+    }
+    if volume is not None:  # replaces the volume disk at /workspace and outlives terminate
+        body["mounts"] = {"network": [{"volumeId": volume["id"], "path": MOUNT}]}
+        body["dataCenterIds"] = [volume["dataCenter"]]  # RP7: the volume's data centre only
+    else:
+        body["mounts"] = {"persistent": {"size": volume_gb, "path": MOUNT}}
+        if data_centre:
+            body["dataCenterIds"] = [data_centre]
+    if env:
+        body["env"] = env
+    return body
+
+
+def placeable(types: list[GpuType], gpu_name: str, count: int, cloud: str,
+               where: str | None, vol: dict[str, Any] | None) -> GpuType:
+    """The GPU type asked for, refused before anything is created when RunPod cannot place it
+    as asked: no such type (Unavailable: another choice may be), more GPUs than one pod of it
+    holds, or no stock for the count and cloud (in `where`, if pinned)."""
+    try:
+        chosen = pick_gpu(types, gpu_name)
+    except UserError as err:
+        raise Unavailable(str(err), why=str(err).removesuffix("; nothing was created")
+                          ) from None
+    most = chosen.max_count.get(cloud.lower(), 0)
+    if count > most:
+        raise Unavailable(f"RunPod pods of {chosen.name} hold at most {most} GPUs on the "
+                          f"{cloud.lower()} cloud, not {count}; nothing was created",
+                          why=f"RunPod pods of {chosen.name} hold at most {most} GPUs on "
+                              f"the {cloud.lower()} cloud, not {count}")
+    if where and chosen.stock.get(where, "NONE") == "NONE":
+        stocked = ", ".join(sorted(chosen.stock)) or "nowhere right now"
+        why = (f"RunPod lists no {chosen.name} stock for {count} GPU(s) in {where} (it has "
+               f"some in: {stocked})")
+        raise Unavailable(f"{why}; nothing was created"
+                          + (" — the network volume pins the data centre (RP7)" if vol else ""),
+                          why=why)
+    if not where and chosen.availability == "NONE" and not chosen.stock:
+        why = (f"RunPod lists no {chosen.name} stock for {count} GPU(s) on the "
+               f"{cloud.lower()} cloud in any data centre right now")
+        raise Unavailable(f"{why}; nothing was created", why=why)
+    return chosen
