@@ -222,6 +222,10 @@ class _Disarmed(Exception):
     """The arming changed under the wait (`--off`, the box went down by hand)."""
 
 
+class _Rearmed(Exception):
+    """A later `run --down` armed the box for its own run: the watcher waits for that one."""
+
+
 def main(box: str) -> int:
     """The watcher: `python -m rgt.lifecycle.autodown BOX`."""
     global _IN_WATCHER
@@ -246,8 +250,7 @@ def main(box: str) -> int:
 
 def _watch(store: Store, name: str) -> None:
     """Poll until the arming is settled: down, kept up, or switched off."""
-    started = time.time()
-    last_live = started
+    last_live = 0.0  # none seen yet: the clock runs from the arming or the last run's end
     while True:
         arming, box = _still_armed(store, name)
         if arming.get("after_run"):
@@ -267,9 +270,9 @@ def _watch(store: Store, name: str) -> None:
 
 
 def _still_armed(store: Store, name: str) -> tuple[dict[str, Any], Box]:
-    arming = armed(store, name)
-    if arming is None:
-        raise _Disarmed("no longer armed; the watcher exits")
+    arming = current(store, name)
+    if arming is None or arming.get("state") != "armed":
+        raise _Disarmed(f"{(arming or {}).get('state') or 'never armed'}: the watcher exits")
     box = store.box(name)
     if box.state != "up":
         _say(store, name, "ended", reason="the box went down another way", by="you")
@@ -289,21 +292,24 @@ def _live_now(store: Store, box: Box) -> bool:
 
 def _until_run_ends(store: Store, box: Box, arming: dict[str, Any]) -> None:
     """`--down`: wait for the run as `watch --until-done` does (the box may go quiet for a
-    while: it is asked again, with backoff, without giving up), then pull and go down."""
+    while: it is asked again, with backoff, without giving up), then pull and go down. A later
+    `run --down` on the box takes over: its run is the one waited for (and this one, if still
+    live then, keeps the box up)."""
     from rgt.lifecycle import watch as watch_mod
 
     run = store.run(box.name, arming["after_run"])
 
     def still_wanted(_summary: dict[str, Any]) -> None:
-        now = armed(store, box.name)
-        if now is None or now.get("after_run") != run.id:
-            raise _Disarmed("no longer armed for this run; the watcher exits")
-        if store.box(box.name).state != "up":
-            _still_armed(store, box.name)
+        now, _ = _still_armed(store, box.name)
+        if now.get("after_run") != run.id:
+            raise _Rearmed()
 
-    summary = watch_mod.wait_until_done(store, box, run, poll_s=poll_s(), give_up_s=None,
-                                        on_update=still_wanted,
-                                        say=lambda text: _step(store, box.name, text, run.id))
+    try:
+        summary = watch_mod.wait_until_done(
+            store, box, run, poll_s=poll_s(), give_up_s=None, on_update=still_wanted,
+            say=lambda text: _step(store, box.name, text, run.id))
+    except _Rearmed:
+        return
     status = summary["status"]
     if status != "succeeded":
         code = summary.get("exit_code")
@@ -334,6 +340,12 @@ def _pull_all(store: Store, box: Box, arming: dict[str, Any]) -> bool:
             return False
         _step(store, box.name, f"pulled and verified {report['counts']['files']} files into "
                                f"{report['dest']}", run.id)
+    consented = [run for run in found.live
+                 if store.latest_event("down-consent", box.name, run.id) is not None]
+    if consented:  # another `run --down` still runs: the box goes down after that one
+        kept = {k: v for k, v in arming.items() if k not in ("state", "at", "after_run")}
+        _say(store, box.name, "armed", after_run=consented[0].id, **kept)
+        return False
     if found.live:
         names = ", ".join(run.id for run in found.live)
         _keep_up(store, box, arming, f"{names} still running on the box: it stays up; `rgt "
