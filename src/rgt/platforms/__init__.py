@@ -11,8 +11,11 @@ A new platform is one module, one profile YAML and its tests:
    verb, the meter-stop verb, gotchas); `rgt profiles show <name>` validates it.
 2. `src/rgt/platforms/<module>.py` — a class with `name = "<name>"`, `supports` (the
    `Resources` fields it maps, rgt.platforms.base.RESOURCE_FIELDS) and the required verbs:
-   subclass `rgt.platforms.ssh.SshPlatform` if the box answers SSH (override `provision` and
-   `release`, keep the rest), else `rgt.platforms.base.Platform`. Import only from
+   a box rented through a cloud's API subclasses `rgt.platforms.rented.RentedPlatform` in
+   `<cloud>/platform.py`, with its API client in `<cloud>/api.py` (rented.py's docstring is
+   the guide: the hooks to write, and the create/record/wait/register/release it does around
+   them); a machine the user already has that answers SSH uses or subclasses
+   `rgt.platforms.ssh.SshPlatform`; anything else `rgt.platforms.base.Platform`. Import only from
    rgt.remote, rgt.transport, rgt.onbox, rgt.store, rgt.profiles, rgt.spec, rgt.ckpt and
    rgt.platforms.http (for a REST control plane): never rgt.lifecycle or rgt.cli
    (tests/test_layering.py fails otherwise). Refuse a resource field or an option you cannot
