@@ -106,12 +106,14 @@ def check_stoppable(box: Box) -> None:
     """Refuse to arm where rgt cannot stop the meter itself (a box registered by hand, whose
     console only the user can click): a watcher would only ever keep it up."""
     from rgt.platforms import platform_for
+    from rgt.profiles import load_profile
 
     if box.state != "up":
         raise UserError(f"box {box.name} is already down")
     if not platform_for(box.profile).stops_meter(box):
-        raise UserError(f"rgt cannot stop {box.name}'s meter itself (it was registered by hand, "
-                        "so only its console can): drop --down / autostop, and `rgt down "
+        stop = load_profile(box.profile).meter_stop
+        raise UserError(f"rgt cannot stop {box.name}'s meter itself (only you can: "
+                        f"{stop.how or stop.name}): drop --down / autostop, and `rgt down "
                         f"{box.name}` when done")
 
 
