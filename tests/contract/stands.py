@@ -19,9 +19,14 @@ NO_CONFIRM = "release removes rgt's own files at once: no control plane to confi
 class Stand:
     profile: ClassVar[str]
     why_not: ClassVar[dict[str, str]] = {}
+    xdist_group: ClassVar[str | None] = None  # tests/conftest.py: one worker per shared stand
 
     def __init__(self, request: Any, tmp: Path) -> None:
         self.request, self.tmp = request, tmp
+        self.env: dict[str, str] = {}  # what the CLI needs beyond the fixtures' environment
+
+    def after_launch(self, run_id: str) -> None:
+        """What the user does between `rgt run` and the run's start (a notebook to run)."""
 
     def up_args(self) -> list[str]:
         raise NotImplementedError
@@ -142,7 +147,8 @@ class RunPod(Stand):
                 str(self.tmp / "workspace"), "--durable-dir", str(self.tmp / "ckpt")]
 
     def live(self) -> list[Any]:
-        return [k for k, p in self.fake.pods.items() if p["_deleted"] is None]
+        # a terminated pod stays readable for a few GETs (RP14): live until it answers 404
+        return list(self.fake.pods)
 
     def destroy_calls(self) -> list[Any]:
         return [c for c in self.fake.calls("DELETE", "/v2/pods/")
@@ -155,4 +161,91 @@ class RunPod(Stand):
         self.fake.delete_polls = 3  # GETs a deleted pod stays readable (RP14)
 
 
-STANDS: dict[str, type[Stand]] = {s.profile: s for s in (Local, GenericSsh, Lambda, Vast, RunPod)}
+class Slurm(Stand):
+    """This machine as the login node of the private one-node cluster (tests/slurmcluster.py)."""
+    profile = "slurm"
+    xdist_group = "slurm"
+    why_not = {"lost_create": NO_CREATE,
+               "hand_registered": "the login node is registered, never created: the "
+                                  "verbs-in-order case takes that registration down",
+               "slow_release": "release is scancel of live jobs, final when it returns: "
+                               "no instance whose going is confirmed"}
+
+    def __init__(self, request: Any, tmp: Path) -> None:
+        super().__init__(request, tmp)
+        request.getfixturevalue("slurm_env")  # SLURM_CONF for the CLI
+
+    def up_args(self) -> list[str]:
+        return ["--profile", "slurm", "--durable-dir", str(self.tmp / "shared")]
+
+
+class Kubernetes(Stand):
+    """The fake API server with a cluster of this machine's processes behind it
+    (tests/kubernetes/fakes), reached by kubeconfig."""
+    profile = "kubernetes"
+    xdist_group = "kubernetes"
+    why_not = {"lost_create": "not covered yet: the fake Kubernetes API cannot drop an answer",
+               "hand_registered": "a cluster is reached by kubeconfig: no box to register "
+                                  "with --ssh",
+               "slow_release": "release deletes the Jobs, pods and the PVC rgt made without "
+                               "polling for them: nothing confirmed late to wait for"}
+
+    def __init__(self, request: Any, tmp: Path) -> None:
+        super().__init__(request, tmp)
+        request.getfixturevalue("kube")  # KUBECONFIG for the CLI
+
+    def up_args(self) -> list[str]:
+        from kubekit import IMAGE
+
+        return ["--profile", "kubernetes", "--image", IMAGE, "--disk", "1", "--mount-path",
+                str(self.tmp / "mnt" / "checkpoints")]
+
+
+class Kaggle(Stand):
+    """The official kaggle client against tests/notebooks/fake_kaggle.py."""
+    profile = "kaggle"
+    why_not = {"lost_create": "no create call at `rgt up` (it checks the credentials): a "
+                              "kernel is pushed per run",
+               "hand_registered": "no --ssh box: Kaggle is reached through its API",
+               "slow_release": "down deletes nothing on Kaggle (it names what stays in the "
+                               "account): nothing to confirm"}
+
+    def __init__(self, request: Any, tmp: Path) -> None:
+        from fake_kaggle import FakeKaggle, client_env
+
+        super().__init__(request, tmp)
+        fake = FakeKaggle(tmp / "kaggle")
+        fake.__enter__()
+        request.addfinalizer(lambda: fake.__exit__(None, None, None))
+        self.env = client_env(fake, tmp)
+
+    def up_args(self) -> list[str]:
+        return ["--profile", "kaggle"]
+
+
+class Colab(Stand):
+    """A Drive folder and a stand-in runtime that runs rgt's notebook with nbclient
+    (tests/notebooks/colabkit.py): the user's part, opening and running it, is after_launch."""
+    profile = "colab"
+    why_not = {"lost_create": "no create call: `rgt up` registers a Drive folder",
+               "hand_registered": "no --ssh box: a runtime the user opens in the browser",
+               "slow_release": "Colab has no API rgt calls to release: nothing to confirm"}
+
+    def __init__(self, request: Any, tmp: Path) -> None:
+        from colabkit import ColabVM
+
+        super().__init__(request, tmp)
+        self.vm = ColabVM(tmp, delay_s=0.05)  # its Drive: tmp/drive-cloud
+
+    def up_args(self) -> list[str]:
+        return ["--profile", "colab", "--drive", str(self.vm.cloud)]
+
+    def after_launch(self, run_id: str) -> None:
+        import json
+
+        (notebook,) = (self.vm.cloud / "rgt" / run_id).glob("*.ipynb")
+        self.vm.execute(json.loads(notebook.read_text()))
+
+
+STANDS: dict[str, type[Stand]] = {s.profile: s for s in (
+    Local, GenericSsh, Lambda, Vast, RunPod, Slurm, Kubernetes, Kaggle, Colab)}

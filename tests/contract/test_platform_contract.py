@@ -29,35 +29,39 @@ def on_every_platform(case: str):
         reason = stand.why_not.get(case)
         marks = [pytest.mark.may_skip, pytest.mark.skip(reason=f"{name}: {reason}")] \
             if reason else []
+        if stand.xdist_group:
+            marks.append(pytest.mark.xdist_group(stand.xdist_group))
         params.append(pytest.param(name, id=name, marks=marks))
     return pytest.mark.parametrize("stand", params, indirect=True)
 
 
-def ok(*args: str, input: str | None = None) -> str:
-    result = rgt(*args, input=input)
+def ok(stand, *args: str, input: str | None = None) -> str:
+    """The real `rgt` command line with the stand's environment; it must succeed."""
+    result = rgt(*args, input=input, env=stand.env)
     assert result.returncode == 0, f"rgt {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
     return result.stdout
 
 
-def down(box: str) -> str:
+def down(stand, box: str) -> str:
     """`rgt down` confirmed as a user does, by typing the box's name: on a platform whose meter
     rgt cannot stop itself (a hand-rented box) that is the user's word that they did."""
-    return ok("down", box, input=f"{box}\n")
+    return ok(stand, "down", box, input=f"{box}\n")
 
 
 @on_every_platform("verbs_in_order")
 def test_verbs_in_order(stand, tmp_path: Path):
-    ok("up", "box", *stand.up_args())                                    # provision
+    ok(stand, "up", "box", *stand.up_args())                             # provision
     created = stand.live()
     spec = write_job(tmp_path / "job", run=JOB, outputs=["out"])
-    run_id = ok("run", "box", str(spec)).strip().splitlines()[-1]        # launch
-    watched = ok("watch", "box", run_id, "--until-done", "--timeout", "60")  # state
+    run_id = ok(stand, "run", "box", str(spec), "-d").strip().splitlines()[-1]  # launch
+    stand.after_launch(run_id)
+    watched = ok(stand, "watch", "box", run_id, "--until-done", "--timeout", "90")  # state
     assert "succeeded" in watched
-    assert "contract-says-hello" in ok("logs", "box", run_id)            # logs
-    ok("pull", "box", run_id, "--dest", str(tmp_path / "home"))          # fetch
+    assert "contract-says-hello" in ok(stand, "logs", "box", run_id)     # logs
+    ok(stand, "pull", "box", run_id, "--dest", str(tmp_path / "home"))   # fetch
     assert (tmp_path / "home" / "out" / "answer.txt").read_text() == "42\n"
-    down("box")                                                          # release
-    assert stand.live() == [] and ("down" in ok("ls", "--all"))
+    down(stand, "box")                                                   # release
+    assert stand.live() == [] and "down" in ok(stand, "ls", "--all")
     assert len(stand.destroy_calls()) == len(created)  # one release per thing created
 
 
@@ -66,10 +70,10 @@ def test_lost_create_answer_is_adopted(stand):
     """The create was done but its answer never came: `rgt up` finds the instance it made
     (by its name) instead of renting a second one, and `down` releases it."""
     stand.lose_create_answer()
-    ok("up", "box", *stand.up_args())
+    ok(stand, "up", "box", *stand.up_args())
     (instance,) = stand.live()  # one instance, not a second rented after the lost answer
-    assert str(instance) in ok("ls", "--all")
-    down("box")
+    assert str(instance) in ok(stand, "ls", "--all")
+    down(stand, "box")
     assert stand.live() == []
 
 
@@ -77,18 +81,18 @@ def test_lost_create_answer_is_adopted(stand):
 def test_down_of_a_hand_registered_box(stand):
     """A box the user rented by hand and registered with --ssh: `down` forgets it and
     releases nothing on any control plane (rgt never created it)."""
-    ok("up", "hand", *stand.hand_args())
-    down("hand")
+    ok(stand, "up", "hand", *stand.hand_args())
+    down(stand, "hand")
     assert stand.destroy_calls() == [] and stand.live() == []
-    assert "down" in ok("ls", "--all")
+    assert "down" in ok(stand, "ls", "--all")
 
 
 @on_every_platform("slow_release")
 def test_release_slow_to_confirm(stand):
     """The control plane accepts the release at once but shows the instance for a few more
     polls: `down` waits for it to be gone before it says released."""
-    ok("up", "box", *stand.up_args())
+    ok(stand, "up", "box", *stand.up_args())
     stand.confirm_slowly()
-    down("box")
+    down(stand, "box")
     assert stand.live() == [], "down returned before the release was confirmed"
     assert len(stand.destroy_calls()) == 1  # waited, without asking twice
