@@ -102,9 +102,11 @@ def up_request(**flags: Any) -> tuple[dict, dict]:
         raise UserError(f"--gpu {gpu!r}: give TYPE:COUNT, or several separated by commas, "
                         "first preferred (H100:1,A100:1)")
     disk = flags.get("disk")
+    if disk is not None and str(disk).replace(".", "", 1).isdigit():
+        disk = f"{disk}G"  # a bare number is GB, as the spec reads one
     resources = {**{k: flags.get(k) for k in vocabulary},
                  "gpu": choices[0] if choices else None,
-                 "disk": None if disk is None else f"{disk:g}G", "spot": flags.get("spot") or None,
+                 "disk": disk, "spot": flags.get("spot") or None,
                  "gpu_alternatives": choices if len(choices) > 1 else None}
     return ({k: v for k, v in resources.items() if v is not None}, given(declared, flags))
 
