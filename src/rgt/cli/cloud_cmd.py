@@ -59,7 +59,8 @@ def with_flags(*options: Option) -> Callable[[Callable[..., None]], Callable[...
         added = [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY,
                                    default=False if o.type is bool else None,
                                    annotation=typer_option(o)) for o in options]
-        func.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+        func.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*own, *added])
         return func
     return decorate
 
