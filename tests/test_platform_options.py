@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import re
 import subprocess
 import sys
@@ -171,3 +172,47 @@ def test_offers_filters_are_taken_or_refused_as_declared(profile, no_credentials
             continue
         assert _foreign(str(said.value)) == (option.option_key not in own), \
             (profile, option.name, str(said.value))
+
+
+NEW_PLATFORM = {
+    "platform.py": '''
+from rgt.errors import UserError
+from rgt.platforms.ssh import SshPlatform
+
+
+class Paperspace(SshPlatform):
+    def provision(self, store, request):
+        raise UserError(f"paperspace was asked: {sorted(request.options.items())}")
+''',
+    "flags.py": '''
+from rgt.platforms.options import WAIT, Option
+
+UP = (Option("machine_type", str, "Machine type (A4000, P5000).", "Rent on Paperspace"), WAIT)
+''',
+}
+
+
+def test_a_new_platforms_flags_need_no_cli_edit(tmp_path):
+    """A platform folder (platform.py, flags.py) and its REGISTRY line: `rgt up` shows its
+    flag in its panel and hands the value to its `provision` (standing in for kaggle, whose
+    profile exists and which declares no flags)."""
+    package = tmp_path / "paperspace"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name, text in NEW_PLATFORM.items():
+        (package / name).write_text(text)
+    script = (f"import sys\nsys.path.insert(0, {str(tmp_path)!r})\n"
+              "from rgt.platforms import REGISTRY\n"
+              "REGISTRY['kaggle'] = 'paperspace.platform:Paperspace'\n"
+              "from rgt.cli import main\nsys.argv = ['rgt', *sys.argv[1:]]\nmain()\n")
+    env = {"RGT_HOME": str(tmp_path / "home"), "COLUMNS": "200", "NO_COLOR": "1"}
+    shown = subprocess.run([sys.executable, "-c", script, "up", "--help"], capture_output=True,
+                           text=True, timeout=120, env={**os.environ, **env})
+    assert shown.returncode == 0, shown.stderr
+    panel = shown.stdout[shown.stdout.index("Rent on Paperspace"):]
+    assert "--machine-type" in panel.split("╰")[0], shown.stdout
+    asked = subprocess.run([sys.executable, "-c", script, "up", "b", "-p", "kaggle",
+                            "--machine-type", "A4000", "--wait", "60"], capture_output=True,
+                           text=True, timeout=120, env={**os.environ, **env})
+    assert asked.returncode == 2, asked.stderr
+    assert "[('machine_type', 'A4000'), ('wait', 60.0)]" in asked.stderr, asked.stderr
