@@ -156,7 +156,7 @@ def test_a_skypilot_task_runs_unchanged(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("task,says", [
-    ({"run": "x", "file_mounts": {"/d": "s3://b"}}, "file_mounts./d: s3://b is not copied"),
+    ({"run": "x", "file_mounts": {"/d": "r2://b"}}, "file_mounts./d: r2:// is not copied"),
     ({"run": "x", "resources": {"cloud": "aws"}}, "resources.cloud 'aws': rgt has no aws"),
     ({"run": "x", "resources": {"instance_type": "p3.2xlarge"}}, "resources.instance_type"),
     ({"run": "x", "resources": {"image_id": "ami-0868a20f5a3bf9702"}}, "docker:IMAGE"),
