@@ -24,7 +24,8 @@ order of what rgt does around those calls is the same for all three, and lives h
 One size parser serves `--disk` and friends (`size_gb`): K/M/G/T are decimal (1T = 1,000 GB, as
 the clouds bill), Ki/Mi/Gi/Ti binary (1Ti = 1,099.5 GB), a trailing B optional, a bare number GB.
 
-Adding a rental (say Paperspace) is four files, and no lifecycle or CLI code:
+Adding a rental (say Paperspace) is these files, one REGISTRY line, and no lifecycle or CLI
+code; nothing above is written again:
 
 - `src/rgt/platforms/<cloud>/api.py`: its API client (`rgt.platforms.http.ApiClient` with the
   key's environment variable, the base-URL override tests use, the documented `RatePolicy`),
@@ -34,7 +35,11 @@ Adding a rental (say Paperspace) is four files, and no lifecycle or CLI code:
   is gone), `named` (live instances carrying a name, for a lost create's answer), `destroy`,
   `released`/`status_of`, `booted`/`booting_line`/`still_booting` (the wait), `rent` (map the
   request, call `create_once`, `record_create`, `wait_ready`, `register_instance`), and the
-  optional verbs it has: `offers`, `cloud_status`, `still_billing`, `gate`, `teardown`.
+  optional verbs it has: `offers`, `cloud_status`, `still_billing`, `gate` (`gate_from`
+  words the paused/vanished summary), `teardown`. `rent_options` names the `rgt up` options
+  `rent` reads; any other is refused by name.
+- `src/rgt/platforms/<cloud>/flags.py`, when it has flags of its own (rgt.platforms.options):
+  `UP` / `OFFERS`, the same keys as `rent_options` and what `offers` reads.
 - `src/rgt/profiles/data/<cloud>.yaml`: the facts (tiers, meter-stop verb, gotchas); one line in
   `rgt.platforms.REGISTRY`.
 - `tests/cloud/fakes/fake_<cloud>_api.py`: a local fake that speaks the documented shapes and
@@ -43,9 +48,11 @@ Adding a rental (say Paperspace) is four files, and no lifecycle or CLI code:
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
@@ -59,6 +66,22 @@ from rgt.store import TERMINAL, Box, Store
 from rgt.transport import SshTarget
 
 Notify = Callable[[str], None]
+
+
+def quiet(_: str) -> None:
+    """An `on_wait` that says nothing."""
+
+
+def secret_env(names: list[str] | tuple[str, ...], thing: str) -> dict[str, str]:
+    """NAME → value for the named secrets, from this machine's environment: they reach the
+    instance as env at create (VAST11), never in argv, the image or a start-up script."""
+    missing = [n for n in names if not os.environ.get(n)]
+    if missing:
+        raise UserError(f"secrets not set in this shell: {', '.join(missing)}; export them "
+                        f"(they go to the {thing} as env at create, never in argv, the image "
+                        "or onstart)")
+    return {n: os.environ[n] for n in names}
+
 
 # One event vocabulary for a release, whatever the cloud calls its verb (vast.ai's destroy wrote
 # `cloud-destroy` / `cloud-destroyed` and `destroyed_at` before; nothing in rgt reads those).
@@ -227,11 +250,15 @@ class RentedPlatform(SshPlatform):
                 last = line
             time.sleep(poll_s)
 
-    def register_instance(self, store: Store, name: str, instance_id: Any, target: SshTarget, *,
-                          rate: float, data_dir: str | None, durable_dir: str | None,
-                          on_wait: Notify, extra: dict[str, Any]) -> Box:
-        """Register the rented instance as box `name` once SSH answers, its id and the cloud's
-        facts in `box.extra`; if SSH never works, say it bills and how to recover."""
+    def register_instance(self, store: Store, name: str, instance_id: Any, *, host: str,
+                          port: int | None, user: str, identity: str | None, rate: float,
+                          data_dir: str | None, durable_dir: str | None, on_wait: Notify,
+                          extra: dict[str, Any]) -> Box:
+        """Register the rented instance as box `name` once SSH answers at the address the API
+        gave, its id and the cloud's facts in `box.extra`; if SSH never works, say it bills and
+        how to recover."""
+        target = SshTarget(host=host, port=port, user=user,
+                           identity=Path(identity).expanduser() if identity else None)
         box = register_rented(store, name, load_profile(self.profile), target,
                               instance=f"{self.service} {self.thing} {instance_id}",
                               stop_hint=f"{self.kill} it in {self.console}", rate=rate,

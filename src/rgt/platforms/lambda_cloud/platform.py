@@ -26,7 +26,6 @@ import math
 import time
 from collections.abc import Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
@@ -34,13 +33,8 @@ from rgt.platforms.base import OfferQuery, Offers, Request, gpu_choices, refuse_
 from rgt.platforms.http import ApiClient, ApiError, poll_interval
 from rgt.platforms.lambda_cloud import api as lam
 from rgt.platforms.lambda_cloud.api import CONSOLE, LAUNCH, POLICY, Notify, capacity, client
-from rgt.platforms.rented import RentedPlatform
+from rgt.platforms.rented import RentedPlatform, quiet
 from rgt.store import Box, Store
-from rgt.transport import SshTarget
-
-
-def _quiet(_: str) -> None:
-    pass
 
 
 class LambdaPlatform(RentedPlatform):
@@ -148,7 +142,7 @@ def lambda_up(store: Store, name: str, gpu: str | Sequence[str] = "H100:1",
               region: str | None = None,
               filesystem: str | None = None, *, ssh_key: str | None = None,
               wait_s: float = 1800, poll_s: float | None = None, boot_wait_s: float = 900,
-              on_wait: Notify = _quiet, identity: str | None = None, ssh_user: str = "ubuntu",
+              on_wait: Notify = quiet, identity: str | None = None, ssh_user: str = "ubuntu",
               ssh_port: int | None = None, data_dir: str | None = None,
               durable_dir: str | None = None) -> Box:
     """Launch a Lambda instance when capacity appears, wait for it, register it as box `name`.
@@ -216,8 +210,6 @@ def lambda_up(store: Store, name: str, gpu: str | Sequence[str] = "H100:1",
         inst = cloud.wait_ready(api, instance_id, wait_s=boot_wait_s, poll_s=poll_s,
                                 on_wait=on_wait)
     ip = inst["ip"]  # LAM10: read every launch, never remembered
-    target = SshTarget(host=ip, port=ssh_port, user=ssh_user,
-                       identity=None if identity is None else Path(identity).expanduser())
     # Without a filesystem there is no durable tier on the box: results must be pulled home.
     durable = durable_dir or (f"/lambda/nfs/{fs['name']}" if fs else data_dir or "/home/ubuntu")
     extra: dict[str, Any] = {"instance_type": itype.name, "region": where, "ip": ip}
@@ -227,7 +219,8 @@ def lambda_up(store: Store, name: str, gpu: str | Sequence[str] = "H100:1",
     else:
         extra["notes"] = ["no filesystem attached: nothing on this box survives terminate; "
                           "pull results home before `rgt down` (LAM1)"]
-    return cloud.register_instance(store, name, instance_id, target, rate=itype.usd_per_hour,
+    return cloud.register_instance(store, name, instance_id, host=ip, port=ssh_port,
+                                   user=ssh_user, identity=identity, rate=itype.usd_per_hour,
                                    data_dir=data_dir, durable_dir=durable, on_wait=on_wait,
                                    extra=extra)
 

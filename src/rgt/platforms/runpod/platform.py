@@ -29,11 +29,9 @@ What rgt does about RunPod's traps (the runpod profile's RP gotchas):
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
@@ -49,20 +47,16 @@ from rgt.platforms.base import (
     refuse_offer_filters,
 )
 from rgt.platforms.http import ApiClient, poll_interval
-from rgt.platforms.rented import RentedPlatform, size_gb
+from rgt.platforms.rented import RentedPlatform, quiet, secret_env, size_gb
 from rgt.platforms.runpod import api as rp
 from rgt.remote.layout import Layout
 from rgt.spec import JobSpec
 from rgt.store import Box, Run, Store
-from rgt.transport import SshTarget, Transport
+from rgt.transport import Transport
 
 Notify = Callable[[str], None]
 CONTAINER_DISK_GB = 20   # the image, pip and HF caches go elsewhere (RP11: caches → /workspace)
 VOLUME_DISK_GB = 50
-
-
-def _quiet(_: str) -> None:
-    pass
 
 
 class RunpodPlatform(RentedPlatform):
@@ -253,7 +247,7 @@ def runpod_up(store: Store, name: str, gpu: str | Sequence[str], image: str, *,
               volume: str | None = None, data_centre: str | None = None,
               container_disk_gb: int = CONTAINER_DISK_GB, volume_gb: int = VOLUME_DISK_GB,
               secrets: tuple[str, ...] = (), identity: str | None = None,
-              boot_wait_s: float = 900, poll_s: float | None = None, on_wait: Notify = _quiet,
+              boot_wait_s: float = 900, poll_s: float | None = None, on_wait: Notify = quiet,
               data_dir: str | None = None, durable_dir: str | None = None) -> Box:
     """Create a pod, wait until it runs with its GPUs and answers SSH, register it as `name`.
 
@@ -267,10 +261,7 @@ def runpod_up(store: Store, name: str, gpu: str | Sequence[str], image: str, *,
         raise UserError(f"--cloud {cloud.lower()}: RunPod has secure and community clouds")
     if volume_gb < 10:
         raise UserError(f"--disk {volume_gb}: RunPod's volume disk is at least 10 GB")
-    missing = [n for n in secrets if not os.environ.get(n)]
-    if missing:
-        raise UserError(f"secrets not set in this shell: {', '.join(missing)}; export them "
-                        "(they go to the pod as env at create, never in argv)")
+    env = secret_env(secrets, "pod")
     choices = [gpu] if isinstance(gpu, str) else list(gpu)
     asked = {choice: rp.parse_gpu(choice) for choice in choices}  # a bad spelling: at once
     poll_s = poll_interval() if poll_s is None else poll_s
@@ -286,7 +277,6 @@ def runpod_up(store: Store, name: str, gpu: str | Sequence[str], image: str, *,
                     f"{vol['dataCenter']}, or rent without the volume")
         where = vol["dataCenter"] if vol else data_centre
         catalogs: dict[int, list[rp.GpuType]] = {}
-        env = {n: os.environ[n] for n in secrets}
         before: set[Any] | None = None  # pods already named so: never adopted as ours
 
         def create(choice: str) -> tuple[dict[str, Any], bool, rp.GpuType, int]:
@@ -324,8 +314,6 @@ def runpod_up(store: Store, name: str, gpu: str | Sequence[str], image: str, *,
                 f"waiting for it to run")
         pod = pods.wait_ready(api, pod_id, wait_s=boot_wait_s, poll_s=poll_s, on_wait=on_wait)
     host, port, user = rp.ssh_direct(pod)  # type: ignore[misc]  (wait_ready checked it)
-    target = SshTarget(host=host, port=port, user=user,
-                       identity=Path(identity).expanduser() if identity else None)
     extra: dict[str, Any] = {"gpu": chosen.id, "gpu_count": count, "cloud": cloud,
                              "data_centre": pod.get("dataCenterId"),
                              "container_disk_gb": container_disk_gb, "ssh": f"{host}:{port}"}
@@ -336,7 +324,8 @@ def runpod_up(store: Store, name: str, gpu: str | Sequence[str], image: str, *,
         extra["volume_disk_gb"] = volume_gb
         extra["notes"] = ["no network volume: /workspace is the pod's volume disk, deleted "
                           "by terminate (RP3); pull results home before `rgt down`"]
-    return pods.register_instance(store, name, pod_id, target, rate=rate, data_dir=data_dir,
+    return pods.register_instance(store, name, pod_id, host=host, port=port, user=user,
+                                  identity=identity, rate=rate, data_dir=data_dir,
                                   durable_dir=durable_dir, on_wait=on_wait, extra=extra)
 
 
@@ -369,7 +358,7 @@ def pod_status(store: Store, box: Box) -> dict[str, Any]:
 
 
 def set_running(store: Store, box: Box, running: bool, *, wait_s: float = 900,
-                on_wait: Notify = _quiet) -> str:
+                on_wait: Notify = quiet) -> str:
     """`stop` (reversible, NOT a meter stop: the volume disk bills double, RP4) or `start`
     (then the GPUs are counted, RP1, and the new SSH port recorded, RP6)."""
     pod_id = RunpodPlatform().instance_id(box)

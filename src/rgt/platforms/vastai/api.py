@@ -36,7 +36,6 @@ The key is `VAST_API_KEY`, read from the environment by name (never argv, never 
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from collections.abc import Callable
@@ -257,15 +256,6 @@ def onstart_script(data_dir: str, user_onstart: str = "") -> str:
         "done",
         "",
     ])
-
-
-def secret_env(names: list[str] | tuple[str, ...]) -> dict[str, str]:
-    """KEY → value for the named secrets, from this machine's environment (VAST11)."""
-    missing = [n for n in names if not os.environ.get(n)]
-    if missing:
-        raise UserError(f"secrets not set in this shell: {', '.join(missing)}; export them "
-                        "(they go to vast.ai as env at create, never into the image or onstart)")
-    return {n: os.environ[n] for n in names}
 
 
 def refuse_secrets_in_onstart(onstart: str, secrets: dict[str, str]) -> None:

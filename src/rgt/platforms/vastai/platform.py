@@ -27,7 +27,6 @@ import json
 import math
 import time
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
@@ -41,15 +40,10 @@ from rgt.platforms.base import (
     refuse_offer_filters,
 )
 from rgt.platforms.http import ApiClient, ApiError, poll_interval
-from rgt.platforms.rented import RentedPlatform, size_gb
+from rgt.platforms.rented import RentedPlatform, quiet, secret_env, size_gb
 from rgt.platforms.vastai import api as vast
 from rgt.platforms.vastai.api import DISK_GB, MIN_RELIABILITY, SCHEDULING_STUCK_S, Notify, client
 from rgt.store import Box, Store
-from rgt.transport import SshTarget
-
-
-def _quiet(_: str) -> None:
-    pass
 
 
 class VastPlatform(RentedPlatform):
@@ -186,7 +180,7 @@ class VastPlatform(RentedPlatform):
 def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, *,
             bid: float | None = None, onstart: str = "", secrets: tuple[str, ...] = (),
             image_cuda_version: float | None = None, wait_s: float = 900,
-            poll_s: float | None = None, on_wait: Notify = _quiet, identity: str | None = None,
+            poll_s: float | None = None, on_wait: Notify = quiet, identity: str | None = None,
             data_dir: str | None = None, durable_dir: str | None = None) -> Box:
     """Create an instance on `offer_id`, wait until SSH answers, register it as box `name`."""
     cloud = VastPlatform()
@@ -198,7 +192,7 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
         raise UserError(f"--bid {bid:g}: give the most you will pay, in USD per hour (e.g. "
                         "--bid 0.2)")
     poll_s = poll_interval() if poll_s is None else poll_s
-    env = vast.secret_env(list(secrets))
+    env = secret_env(secrets, "vast.ai instance")
     vast.refuse_secrets_in_onstart(onstart, env)
     data_dir = data_dir or "/workspace"
     with client() as api:
@@ -247,10 +241,9 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
         inst = cloud.wait_ready(api, str(instance_id), wait_s=wait_s, poll_s=poll_s,
                                 on_wait=on_wait)
     host, port, kind = vast.ssh_endpoint(inst)
-    target = SshTarget(host=host, port=port, user="root",
-                       identity=Path(identity).expanduser() if identity else None)
     return cloud.register_instance(
-        store, name, instance_id, target, rate=rate, data_dir=data_dir,
+        store, name, instance_id, host=host, port=port, user="root", identity=identity,
+        rate=rate, data_dir=data_dir,
         durable_dir=durable_dir or data_dir, on_wait=on_wait,
         extra={"offer_id": offer.id, "image": image, "disk_gb": disk_gb,
                "ssh": f"{kind} {host}:{port}", "interruptible_bid": bid,
@@ -310,7 +303,7 @@ class NoOffer(Unavailable):
 
 
 def cheapest_offer(gpu: str, *, interruptible: bool, max_price: float | None,
-                   on_wait: Notify = _quiet) -> int:
+                   on_wait: Notify = quiet) -> int:
     """The offer `rgt up --gpu MODEL:COUNT` rents: the cheapest with the safe filters on."""
     name, _, count = gpu.partition(":")
     found = vast.offers(name, max_price, num_gpus=int(count or 1), interruptible=interruptible,
