@@ -41,7 +41,7 @@ import shlex
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,7 @@ from rgt.onbox.runner import SYNC_MANIFEST
 from rgt.platforms import platform_for
 from rgt.remote.calls import run_json
 from rgt.remote.layout import Layout
-from rgt.store import LIVE, Run, Store, rgt_home
+from rgt.store import LIVE, Box, Run, Store, rgt_home
 from rgt.transport import TransferStats, TransportError
 
 
@@ -295,26 +295,25 @@ def anchored(name: str) -> str:
 NAMES_KEPT = 200  # checkpoints left on the box named in the evidence (`rgt down` lists them)
 
 
-class _LeftOut:
-    """A manifest with the entries LEAVES picks taken out of what this pull verifies: the
+class _LeftOut(Manifest):
+    """A manifest read with the entries LEAVES picks taken out of what this pull verifies: the
     checkpoints left on the box (`_in_units`), or the box's own record of its copy
     (`SYNC_MANIFEST.json`, the runner's list of what it copied to the durable tier: evidence,
     kept with rgt's in ``RGT_HOME/evidence/<box>/<run>/manifests/``, not a result in the
     user's tree). The entries taken out are kept in `held` as the stream passes them;
-    problems, digest and the rest are the whole manifest's."""
+    problems, digest and the rest are the whole manifest's. Each one reads its file afresh."""
 
     def __init__(self, manifest: Manifest, leaves: Callable[[Entry], bool]) -> None:
-        self.manifest, self.leaves, self.held = manifest, leaves, []
+        super().__init__(manifest.source, manifest.prefix)
+        self.leaves: Callable[[Entry], bool] = leaves
+        self.held: list[Entry] = []
 
-    def __iter__(self):
-        for entry in self.manifest:
+    def __iter__(self) -> Iterator[Entry]:
+        for entry in super().__iter__():
             if self.leaves(entry):
                 self.held.append(entry)
             else:
                 yield entry
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.manifest, name)
 
 
 def _in_units(prefix: str, units: set[str]) -> Callable[[Entry], bool]:
@@ -323,21 +322,6 @@ def _in_units(prefix: str, units: set[str]) -> Callable[[Entry], bool]:
         found = checkpoint_unit(entry.path.removeprefix(prefix))
         return found is not None and found[0] in units
     return belongs
-
-
-class _Leaving:
-    """The transport, its `get` leaving PATTERNS out: how a platform's own `fetch` (which
-    takes no excludes) brings only the chosen checkpoints."""
-
-    def __init__(self, transport, patterns: list[str]) -> None:
-        self._transport, self._patterns = transport, patterns
-
-    def get(self, remote: str, local: Path, **kwargs: Any):
-        kwargs["exclude"] = [*kwargs.get("exclude", ()), *self._patterns]
-        return self._transport.get(remote, local, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
 
 
 def _verdicts_of(plan: CheckpointPlan, checked: list[dict[str, Any]]) -> dict[str, bool]:
@@ -394,7 +378,8 @@ def pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = No
 def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = None,
           progress=None, *, from_scratch: bool = False, streams: int = 0,
           checkpoints: int | None = 1) -> dict[str, Any]:
-    """Fetch a run's results and verify them here.
+    """Fetch a run's results and verify them here: plan (`plan_pull`), fetch (`fetch_planned`),
+    verify (`verify_planned`), then the evidence `rgt down` reads.
 
     `from_scratch` is the way out of a sync-failed run: the outputs never reached the
     durable tier but are still in the run's workdir, so they are hard-linked into a pull
@@ -404,128 +389,241 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
     """
     box = store.box(box_name)
     run = store.run(box.name, run_id)
-    layout = layout_of(run)
     local = (dest or default_dest(box.name, run.id)).absolute()  # recorded: pushes skip it
     check_dest(store, local, dest is not None)
     evidence = evidence_dir(rgt_home(), box.name, run.id)
-    fetched = evidence / "manifests"
-    shutil.rmtree(fetched, ignore_errors=True)  # rgt's own directory: last pull's copies
+    shutil.rmtree(evidence / "manifests", ignore_errors=True)  # rgt's own: last pull's copies
     platform = platform_for(box.profile)
     transport = platform.connect(box)
     if streams:
         transport.streams = streams
     try:
-        state = check_state(refresh(store, box, run, transport))
-        unmatched = state["status"] == "sync-failed" and state["sync"]["missing"]
-        if state["status"] == "sync-failed" and not from_scratch and not unmatched:
-            raise UserError(
-                f"run {run.id} finished but its outputs did not reach the durable tier "
-                f"({state['sync']['error'] or 'copy failed'}); free space or inodes "
-                "there (AD4/U7) and pull again, or fetch them from the run's workdir with "
-                "`rgt pull --from-scratch` — nothing on the box was deleted")
-        if from_scratch and state["status"] in LIVE:
-            raise UserError(f"run {run.id} is still {state['status']}; --from-scratch copies "
-                            "a finished run's outputs")
-        try:
-            local.mkdir(parents=True, exist_ok=True)
-        except OSError as err:  # checked before the box was asked: changed since
-            raise UserError(f"cannot create {local} ({err.strerror or err}); give a directory "
-                            "you can write into") from None
-        sources = []
-        if from_scratch:
-            source, listed = _stage_from_workdir(transport, run, layout, fetched)
-            sources.append(listed)
-        else:
-            flat = flat_outputs(run)
-            source = layout.out if flat else layout.durable_run_dir
-            transport.run(f"mkdir -p {shlex.quote(source)}", timeout=60)
-            patterns = ["."] if flat and run.spec.get("outputs") else \
-                [] if flat else output_patterns(run)
-            sources.append(manifest_of(transport, source,
-                                       f"{layout.run_dir}/PULL_MANIFEST.jsonl",
-                                       patterns, fetched))
-        # the runner's record of its copy, at the top of the durable tier's out/: evidence
-        box_record = None if from_scratch else ("" if flat else "out/") + SYNC_MANIFEST
-
-        def is_box_record(entry: Entry) -> bool:
-            return entry.path == box_record and entry.link is None
-
-        home = None if from_scratch else home_to_fetch(run, layout)
-        declared = bool(run.spec.get("checkpoint_dir"))
-        plan, held = None, 0
-        if home is not None and _is_dir(transport, home):
-            # the job's checkpoint home, shared by the chain of attempts: fetched as ckpt/
-            listed = manifest_of(transport, home, f"{layout.run_dir}/CKPT_MANIFEST.jsonl",
-                                 ["."], fetched, prefix="ckpt/")
-            plan = CheckpointPlan.of(listed, checkpoints)  # one pass counts the home too
-            held = plan.files
-            if not (held or declared):
-                plan = None
-        # room first: every byte it will write, counted from the manifests before the first
-        room, first = room_of(local, evidence, sources, is_box_record, plan,
-                              listed if plan is not None else None)
-        check_room(room, run.id)
-
-        def fetch(via, remote: str, into: Path) -> TransferStats:
-            """The platform brings the files (what arrived is checked here, not by it); a
-            pull that gives up leaves no partial behind and says what arrived."""
-            try:
-                return platform.fetch(via, box, run, remote, into, progress=progress)
-            except Exception as exc:  # noqa: BLE001  (Ctrl-C keeps its partials: resumable)
-                raise gave_up(room, run.id, box.name, exc) from None
-
-        stats = fetch(_Leaving(transport, [f"/{box_record}"]) if box_record else transport,
-                      source, local)
-        if first is not None:  # the newest checkpoint before older ones and big strays
-            stats = _added(stats, fetch(_Leaving(transport, first), home, local / "ckpt"))
+        plan = plan_pull(store, box, run, transport, local, evidence, from_scratch=from_scratch,
+                         checkpoints=checkpoints)
+        fetch = _Fetch(platform, transport, box, run, plan.room, progress)
+        fetch_planned(fetch, plan, local)
         while True:
-            if plan is not None:
-                more = fetch(_Leaving(transport, plan.excludes()), home, local / "ckpt")
-                stats = _added(stats, more)
-            # whatever the engine did, no symlink leading out of the pull survives it, and
-            # this runs before rgt writes anything (the logs) into the tree
-            swept = sweep_links(local)
-            # each pass reads the manifests afresh (a reading keeps what it found)
-            results = [_LeftOut(read_manifest(m.source, m.prefix), is_box_record)
-                       for m in sources]
-            again = results if plan is None else [*results, _LeftOut(
-                read_manifest(listed.source, listed.prefix),
-                _in_units(listed.prefix, set(plan.left)))]
-            report = verify_pulled(local, again, run_status=state["status"],
-                                   outputs=run.spec.get("outputs"),
-                                   expected=None if from_scratch else
-                                   expected_of(run, home is not None and declared),
-                                   files_list=evidence / "PULL_FILES.jsonl")
-            if plan is None or not plan.left or not _newest_failed(plan, report["checkpoints"]):
+            report, swept, records = verify_planned(local, run, plan, evidence)
+            if not plan.fall_back(report["checkpoints"]):
                 break
-            plan.keep = (plan.keep or 0) + 1  # the newest did not verify: the next older too
-        fell_back = fallback_note(plan, report["checkpoints"]) if plan is not None else None
+            fetch_planned(fetch, plan, local, home_only=True)  # the next older one comes too
         logs = fetch_logs(store, transport, box.name, run, local)
-        kept = keep_box_records(transport, source, fetched,
-                                [e for m in results for e in m.held])
+        kept = keep_box_records(transport, plan.source, evidence / "manifests", records)
     finally:
         transport.close()
+    stats = fetch.stats
+    _say_what_came(report, plan, box.name, run, logs, swept, kept)
+    report.update({"run": run.id, "box": box.name, "run_status": plan.state["status"],
+                   "run_ended": plan.state.get("ended"), "exit_code": plan.state.get("exit_code"),
+                   "source": "workdir" if plan.from_scratch else "durable", "dest": str(local),
+                   "evidence": str(evidence / "PULL_VERIFIED.json"), "transfer": {
+                       "bytes_received": stats.bytes_received, "seconds": stats.seconds,
+                       "attempts": stats.attempts, "streams": stats.streams}})
+    _record(store, report, evidence)
+    return report
+
+
+def _record(store: Store, report: dict[str, Any], evidence: Path) -> None:
+    """PULL_VERIFIED.json in rgt's evidence directory, and the row `rgt down` reads: the store
+    keeps counts and a digest; the list of files stays in the evidence files."""
+    write_private(evidence / "PULL_VERIFIED.json", json.dumps(report, indent=1).encode())
+    row = {k: v for k, v in report.items() if k != "files"}
+    row["problems"], row["warnings"] = report["problems"][:50], report["warnings"][:50]
+    store.add_evidence("pull-verified", report["box"], report["ok"], row, run=report["run"])
+    store.record("pull", {"ok": report["ok"], "files": report["counts"]["files"],
+                          "dest": report["dest"], "source": report["source"]},
+                 box=report["box"], run=report["run"])
+
+
+# ----------------------------------------------------------------------------- 1. plan
+
+
+@dataclass
+class PullPlan:
+    """What one pull brings, settled from the manifests before the first byte (`plan_pull`).
+
+    `source` is the results' tree on the box (the durable tier, or the workdir's outputs
+    staged by `--from-scratch`), listed by `sources`; `box_record` the runner's record of its
+    copy inside it (evidence, left out of the results); `home` the job's checkpoint home,
+    fetched as ckpt/, listed by `home_listed`, of which `checkpoints` says which come; `room`
+    what all of it takes here, and `first` the excludes of the home's first pass (the newest
+    checkpoint before older ones and big strays; None: one pass brings it all in order)."""
+
+    state: dict[str, Any]
+    from_scratch: bool
+    source: str
+    sources: list[Manifest]
+    box_record: str | None
+    home: str | None
+    declared: bool
+    home_listed: Manifest | None = None
+    checkpoints: CheckpointPlan | None = None
+    room: Room | None = None
+    first: list[str] | None = None
+
+    def is_box_record(self, entry: Entry) -> bool:
+        return entry.path == self.box_record and entry.link is None
+
+    @property
+    def home_files(self) -> int:
+        """Every file of the checkpoint home's manifest, checkpoint or not."""
+        return self.checkpoints.files if self.checkpoints is not None else 0
+
+    @property
+    def unmatched(self) -> list[str]:
+        """Declared outputs that matched nothing in the workdir when the run ended."""
+        sync = self.state["sync"]
+        return sync["missing"] if self.state["status"] == "sync-failed" else []
+
+    def fall_back(self, checked: list[dict[str, Any]]) -> bool:
+        """When the kept checkpoints were checked here and none verified, let the next older
+        one come too (the newest may have been cut short on the box): whether it did."""
+        plan = self.checkpoints
+        if plan is None or not plan.left or not _newest_failed(plan, checked):
+            return False
+        plan.keep = (plan.keep or 0) + 1
+        return True
+
+
+def plan_pull(store: Store, box: Box, run: Run, transport, local: Path, evidence: Path, *,
+              from_scratch: bool, checkpoints: int | None) -> PullPlan:
+    """Ask the box for the run's final state and its manifests, and decide what comes: what
+    is refused is refused here, before a byte is written; the room is checked last."""
+    layout = layout_of(run)
+    fetched = evidence / "manifests"
+    state = check_state(refresh(store, box, run, transport))
+    unmatched = state["status"] == "sync-failed" and state["sync"]["missing"]
+    if state["status"] == "sync-failed" and not from_scratch and not unmatched:
+        raise UserError(
+            f"run {run.id} finished but its outputs did not reach the durable tier "
+            f"({state['sync']['error'] or 'copy failed'}); free space or inodes "
+            "there (AD4/U7) and pull again, or fetch them from the run's workdir with "
+            "`rgt pull --from-scratch` — nothing on the box was deleted")
+    if from_scratch and state["status"] in LIVE:
+        raise UserError(f"run {run.id} is still {state['status']}; --from-scratch copies "
+                        "a finished run's outputs")
+    try:
+        local.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # checked before the box was asked: changed since
+        raise UserError(f"cannot create {local} ({err.strerror or err}); give a directory "
+                        "you can write into") from None
+    if from_scratch:
+        source, listed = _stage_from_workdir(transport, run, layout, fetched)
+        box_record = None
+    else:
+        flat = flat_outputs(run)
+        source = layout.out if flat else layout.durable_run_dir
+        transport.run(f"mkdir -p {shlex.quote(source)}", timeout=60)
+        patterns = ["."] if flat and run.spec.get("outputs") else \
+            [] if flat else output_patterns(run)
+        listed = manifest_of(transport, source, f"{layout.run_dir}/PULL_MANIFEST.jsonl",
+                             patterns, fetched)
+        # the runner's record of its copy, at the top of the durable tier's out/: evidence
+        box_record = ("" if flat else "out/") + SYNC_MANIFEST
+    home = None if from_scratch else home_to_fetch(run, layout)
+    plan = PullPlan(state, from_scratch, source, [listed], box_record, home,
+                    declared=bool(run.spec.get("checkpoint_dir")))
+    if home is not None and _is_dir(transport, home):
+        # the job's checkpoint home, shared by the chain of attempts: fetched as ckpt/
+        plan.home_listed = manifest_of(transport, home, f"{layout.run_dir}/CKPT_MANIFEST.jsonl",
+                                       ["."], fetched, prefix="ckpt/")
+        # one pass counts the home's files too
+        plan.checkpoints = CheckpointPlan.of(plan.home_listed, checkpoints)
+        if not (plan.checkpoints.files or plan.declared):
+            plan.checkpoints = None
+    # room first: every byte it will write, counted from the manifests before the first
+    plan.room, plan.first = room_of(local, evidence, plan.sources, plan.is_box_record,
+                                    plan.checkpoints, plan.home_listed)
+    check_room(plan.room, run.id)
+    return plan
+
+
+# ----------------------------------------------------------------------------- 2. fetch
+
+
+class _Fetch:
+    """The platform brings the files, leaving out what it is told to (what arrived is checked
+    here, not by it); a pull that gives up leaves no partial behind and says what arrived.
+    `stats` sums every transfer of the pull."""
+
+    def __init__(self, platform, transport, box: Box, run: Run, room: Room, progress) -> None:
+        self.platform, self.transport, self.box, self.run = platform, transport, box, run
+        self.room, self.progress = room, progress
+        self.stats = TransferStats(0, 0, 0, 0.0, 0, streams=0)  # nothing yet
+
+    def __call__(self, remote: str, into: Path, exclude: list[str]) -> None:
+        try:
+            got = self.platform.fetch(self.transport, self.box, self.run, remote, into,
+                                      exclude=exclude, progress=self.progress)
+        except Exception as exc:  # noqa: BLE001  (Ctrl-C keeps its partials: resumable)
+            raise gave_up(self.room, self.run.id, self.box.name, exc) from None
+        self.stats = _added(self.stats, got)
+
+
+def fetch_planned(fetch: _Fetch, plan: PullPlan, local: Path, *,
+                  home_only: bool = False) -> None:
+    """The results without the box's record of its copy; then the checkpoint home as ckpt/,
+    the newest checkpoint first where the plan says so, without the checkpoints left on the
+    box. `home_only`: the home again, after the plan let an older checkpoint come."""
+    if not home_only:
+        fetch(plan.source, local, [f"/{plan.box_record}"] if plan.box_record else [])
+        if plan.first is not None:
+            fetch(plan.home, local / "ckpt", plan.first)
+    if plan.checkpoints is not None:
+        fetch(plan.home, local / "ckpt", plan.checkpoints.excludes())
+
+
+# ----------------------------------------------------------------------------- 3. verify
+
+
+def verify_planned(local: Path, run: Run, plan: PullPlan, evidence: Path
+                   ) -> tuple[dict[str, Any], list[str], list[Entry]]:
+    """(report, warnings of the links swept, the box's records held out of the results).
+
+    Whatever the engine did, no symlink leading out of the pull survives it, and this runs
+    before rgt writes anything (the logs) into the tree. Each pass reads the manifests afresh
+    (a reading keeps what it found)."""
+    swept = sweep_links(local)
+    results = [_LeftOut(m, plan.is_box_record) for m in plan.sources]
+    home = [] if plan.checkpoints is None or plan.home_listed is None else [_LeftOut(
+        plan.home_listed, _in_units(plan.home_listed.prefix, set(plan.checkpoints.left)))]
+    report = verify_pulled(local, [*results, *home], run_status=plan.state["status"],
+                           outputs=run.spec.get("outputs"),
+                           expected=None if plan.from_scratch else
+                           expected_of(run, plan.home is not None and plan.declared),
+                           files_list=evidence / "PULL_FILES.jsonl")
+    return report, swept, [e for m in results for e in m.held]
+
+
+def _say_what_came(report: dict[str, Any], plan: PullPlan, box: str, run: Run,
+                   logs: list[str], swept: list[str], kept: dict[str, list[str]]) -> None:
+    """The report's notes on the checkpoint home and what stayed on the box, the outputs the
+    job never wrote, the links swept, the box's records kept as evidence, and the log (with
+    nothing declared, the run's only result)."""
+    ckpt = plan.checkpoints
     unmet = [f"declared outputs matched nothing in the run's workdir when it ended: "
-             f"{', '.join(state['sync']['missing'])} (the job exited 0 without writing them; "
+             f"{', '.join(plan.unmatched)} (the job exited 0 without writing them; "
              "nothing was lost to a full disk) — check the job and its outputs patterns"
-             ] if unmatched else []
-    left = plan.summary() if plan is not None else None
+             ] if plan.unmatched else []
+    left = ckpt.summary() if ckpt is not None else None
+    fell_back = fallback_note(ckpt, report["checkpoints"]) if ckpt is not None else None
     if fell_back:
         report["notes"].append(fell_back)
-    if plan is not None and not declared:
+    if ckpt is not None and not plan.declared:
         report["notes"].append(
-            f"the job's checkpoint home {home} holds {held} file(s), though the spec declares "
-            "no checkpoint_dir (the trainer wrote to $RGT_CKPT_DIR): pulled them as ckpt/")
-    if plan is not None and run.spec.get("ckpt_aside"):
+            f"the job's checkpoint home {plan.home} holds {plan.home_files} file(s), though "
+            "the spec declares no checkpoint_dir (the trainer wrote to $RGT_CKPT_DIR): pulled "
+            "them as ckpt/")
+    if ckpt is not None and run.spec.get("ckpt_aside"):
         report["notes"].append(
             f"a later `rgt run --fresh` moved this run's checkpoint home aside: pulled "
-            f"ckpt/ from {home}")
-    report["home"] = {"path": home, "declared": declared, "files": held,
-                      "newest": shown(plan.newest_first[0]) if plan and plan.units else None}
+            f"ckpt/ from {plan.home}")
+    report["home"] = {"path": plan.home, "declared": plan.declared, "files": plan.home_files,
+                      "newest": shown(ckpt.newest_first[0]) if ckpt and ckpt.units else None}
     if left is not None:
         report["notes"].append(
             f"left {left['count']} older checkpoint(s) on the box ({left['bytes'] / 1e9:.2f} "
-            f"GB, steps {left['steps'][0]}-{left['steps'][1]}): `rgt pull {box.name} "
+            f"GB, steps {left['steps'][0]}-{left['steps'][1]}): `rgt pull {box} "
             f"{run.id} --checkpoints all` brings them; `rgt down` destroys them")
     report["checkpoints_left"] = left
     report["problems"] = unmet + report["problems"]
@@ -541,21 +639,6 @@ def _pull(store: Store, box_name: str, run_id: str | None, dest: Path | None = N
             report["problems"].append(f"{says}; it is this run's only result")
             report["ok"] = False
     report["logs"] = logs
-    report.update({"run": run.id, "box": box.name, "run_status": state["status"],
-                   "run_ended": state.get("ended"), "exit_code": state.get("exit_code"),
-                   "source": "workdir" if from_scratch else "durable", "dest": str(local),
-                   "evidence": str(evidence / "PULL_VERIFIED.json"), "transfer": {
-                       "bytes_received": stats.bytes_received, "seconds": stats.seconds,
-                       "attempts": stats.attempts, "streams": stats.streams}})
-    write_private(evidence / "PULL_VERIFIED.json", json.dumps(report, indent=1).encode())
-    # the store keeps counts and a digest; the list of files stays in the evidence files
-    row = {k: v for k, v in report.items() if k != "files"}
-    row["problems"], row["warnings"] = report["problems"][:50], report["warnings"][:50]
-    store.add_evidence("pull-verified", box.name, report["ok"], row, run=run.id)
-    store.record("pull", {"ok": report["ok"], "files": report["counts"]["files"],
-                          "dest": str(local), "source": report["source"]},
-                 box=box.name, run=run.id)
-    return report
 
 
 def _added(a: TransferStats, b: TransferStats) -> TransferStats:

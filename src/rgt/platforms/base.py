@@ -33,8 +33,11 @@ The API, as the lifecycle calls it (every profile has a platform: `platform_for(
             The run's log text: all of it, the last `lines` lines, or everything from byte
             `since_byte` on (`rgt watch --follow` streams with it, from 0); `cell` picks one
             cell of a sweep. A run with no log yet: a UserError saying so.
-        fetch(transport, box, run, remote, local, *, progress=None) -> TransferStats
-            Bring one directory of the run (`remote`, on the box) into `local` on the laptop.
+        fetch(transport, box, run, remote, local, *, exclude=(), progress=None) -> TransferStats
+            Bring one directory of the run (`remote`, on the box) into `local` on the laptop,
+            leaving out what `exclude` matches (rsync-style patterns, as `Transport.get`
+            takes them: a leading / anchors one at `remote`; the checkpoints a pull leaves on
+            the box, the box's own records).
             `rgt pull` calls it for each source, then verifies every file itself: the trust
             boundary (rgt.lifecycle.untrusted) stays in the lifecycle, never in a platform.
         release(store, box) -> Released
@@ -98,7 +101,7 @@ or `rgt.cli`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -403,7 +406,7 @@ class Platform(ABC):
 
     @abstractmethod
     def fetch(self, transport: Transport, box: Box, run: Run, remote: str, local: Path, *,
-              progress: Any = None) -> TransferStats: ...
+              exclude: Sequence[str] = (), progress: Any = None) -> TransferStats: ...
 
     @abstractmethod
     def release(self, store: Store, box: Box) -> Released: ...

@@ -9,6 +9,7 @@ it). Lambda and vast.ai subclass it for `provision` (rent through an API, then r
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,10 +136,10 @@ class SshPlatform(Platform):
         return LogChunk(result.data, cut=result.truncated or len(result.data) >= MAX_LOG_BYTES)
 
     def fetch(self, transport: Transport, box: Box, run: Run, remote: str, local: Path, *,
-              progress: Any = None) -> TransferStats:
+              exclude: Sequence[str] = (), progress: Any = None) -> TransferStats:
         """rgt's own engine (`rgt.transport.transfer`): resumable, atomic per file; what
         arrives is checked by `rgt pull`, not here."""
-        return transport.get(remote, local, progress=progress)
+        return transport.get(remote, local, exclude=exclude, progress=progress)
 
     def release(self, store: Store, box: Box) -> Released:
         """Nothing rgt can stop: the user stops the meter the profile's way (console)."""

@@ -37,6 +37,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -319,7 +320,7 @@ class ColabPlatform(Platform):
     # ------------------------------------------------------------------ rgt pull
 
     def fetch(self, transport: Transport, box: Box, run: Run, remote: str, local: Path, *,
-              progress: Any = None) -> TransferStats:
+              exclude: Sequence[str] = (), progress: Any = None) -> TransferStats:
         """Copy from the sync folder; the outputs only once each matches the manifest the
         notebook hashed from Drive (a sync shows a file's name before its bytes, NB1)."""
         drive_run = Path(run.spec["durable_run_dir"])
@@ -335,7 +336,7 @@ class ColabPlatform(Platform):
                                 f"Colab wrote them yet: {', '.join(wrong[:3])}"
                                 + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else "")
                                 + "; wait for the sync, then pull again")
-        return transport.get(remote, local, progress=progress)
+        return transport.get(remote, local, exclude=exclude, progress=progress)
 
     # ------------------------------------------------------------------ rgt down / audit
 

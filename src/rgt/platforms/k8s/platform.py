@@ -28,6 +28,7 @@ import json
 import os
 import shlex
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -392,9 +393,9 @@ class KubernetesPlatform(Platform):
     # ------------------------------------------------------------------ rgt pull
 
     def fetch(self, transport: Transport, box: Box, run: Run, remote: str, local: Path, *,
-              progress: Any = None) -> TransferStats:
+              exclude: Sequence[str] = (), progress: Any = None) -> TransferStats:
         """From the PVC through a door: resumable per file; `rgt pull` verifies what came."""
-        return transport.get(remote, local, progress=progress)
+        return transport.get(remote, local, exclude=exclude, progress=progress)
 
     # ------------------------------------------------------------------ rgt down
 

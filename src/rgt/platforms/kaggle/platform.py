@@ -37,6 +37,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -433,9 +434,9 @@ class KagglePlatform(Platform):
     # ------------------------------------------------------------------ rgt pull
 
     def fetch(self, transport: Transport, box: Box, run: Run, remote: str, local: Path, *,
-              progress: Any = None) -> TransferStats:
+              exclude: Sequence[str] = (), progress: Any = None) -> TransferStats:
         """From the staging folder `state` laid out (verified against the kernel's manifest)."""
-        return transport.get(remote, local, progress=progress)
+        return transport.get(remote, local, exclude=exclude, progress=progress)
 
     # ------------------------------------------------------------------ rgt down / audit
 
