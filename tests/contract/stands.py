@@ -65,7 +65,11 @@ class Local(Stand):
 
 class GenericSsh(Stand):
     profile = "generic-ssh"
-    why_not = {"lost_create": NO_CREATE, "slow_release": NO_CONFIRM}
+    why_not = {"lost_create": NO_CREATE,
+               "hand_registered": "its `rgt up` is a hand registration (--ssh): the "
+                                  "verbs-in-order case takes that box down",
+               "slow_release": "rgt cannot release a box rented by hand (the user does, in "
+                               "the provider's console): nothing for rgt to wait on"}
 
     def up_args(self) -> list[str]:
         return self.hand_args()
