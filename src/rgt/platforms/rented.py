@@ -321,6 +321,19 @@ class RentedPlatform(SshPlatform):
 
     # watch ------------------------------------------------------------------------------------
 
+    def gate_on(self, store: Store, box: Box, run: Any,
+                runs: tuple[str, ...] = ("running",)) -> dict[str, Any] | None:
+        """A `gate` (asked by `rgt watch` before any SSH probe) from `cloud_status`: None
+        (probe as usual) for a box registered by hand, a control plane that cannot be asked
+        (SSH may still answer), or an instance whose `state` is in `runs`; else `gate_from`."""
+        if not box.extra.get("instance_id"):
+            return None  # registered by hand: no instance to ask about
+        try:
+            status = self.cloud_status(store, box)  # type: ignore[attr-defined]
+        except UserError:
+            return None  # the API is unreachable or the key unset: SSH may still answer
+        return None if status["state"] in runs else self.gate_from(status, run)
+
     def gate_from(self, status: dict[str, Any], run: Any) -> dict[str, Any]:
         """`rgt watch`'s summary while the instance cannot run the job (`status` from
         `cloud_status`): "paused" with the instance's state as its cause, "vanished" once it is

@@ -154,23 +154,16 @@ class RunpodPlatform(RentedPlatform):
         return gpu_offers(query)
 
     def cloud_status(self, store: Store, box: Box) -> dict[str, Any]:
-        return pod_status(store, box)  # also records a moved SSH port (RP6)
+        self._pod = pod_status(store, box)  # also records a moved SSH port (RP6)
+        return self._pod
 
     def gate(self, store: Store, box: Box, run: Any) -> dict[str, Any] | None:
         """While the pod cannot run the job (stopped, booting, error) the run reads "paused"
         with the pod's state as its cause; a pod that is gone took /workspace with it:
         "vanished". None (probe as usual) when the pod runs, with or without its GPUs: a pod
         that came back with zero GPUs (RP1) answers SSH, and `state` adds the cause."""
-        self._pod = None
-        if not box.extra.get("instance_id"):
-            return None
-        try:
-            status = self._pod = pod_status(store, box)
-        except UserError:
-            return None  # the API is unreachable or the key unset: SSH may still answer
-        if status["state"] in ("running", "zero-gpu", "fewer-gpus"):
-            return None
-        return self.gate_from(status, run)
+        self._pod: dict[str, Any] | None = None  # read by `state` (RP1, RP6)
+        return self.gate_on(store, box, run, runs=("running", "zero-gpu", "fewer-gpus"))
 
     def state(self, store: Store, box: Box, run: Run, transport: Transport) -> dict[str, Any]:
         """The on-box probe, and what the pod says beside it: after a restart with fewer GPUs

@@ -161,13 +161,7 @@ class VastPlatform(RentedPlatform):
         and is never stored as ended. Once the instance runs again the onstart hook relaunches
         the run and the usual SSH probe takes over. A destroyed instance took the run's disk
         with it: "vanished"."""
-        if not box.extra.get("instance_id"):
-            return None  # registered by hand: no instance to ask about
-        try:
-            status = instance_status(store, box)
-        except UserError:
-            return None  # the API is unreachable or the key unset: SSH may still answer
-        return None if status["state"] == "running" else self.gate_from(status, run)
+        return self.gate_on(store, box, run)
 
     def offers(self, query: OfferQuery) -> Offers:
         """`rgt offers --profile vastai`: the marketplace with the safe filters on."""
