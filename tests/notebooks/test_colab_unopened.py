@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -144,4 +145,5 @@ def test_a_run_that_starts_while_down_asks_is_not_removed(tmp_path):
     assert listed["state"] == "up" and listed["live_runs"] == 1, listed
     assert watch_json(env, run_id)["status"] == "starting"
     refused = rgt("down", "c1", "--yes", env=env)
-    assert refused.returncode == 3 and f"{run_id} is still starting" in refused.stderr
+    assert refused.returncode == 3 and re.search(rf"{run_id}\s+is still starting",
+                                                 refused.stderr), refused.stderr
