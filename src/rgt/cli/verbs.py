@@ -85,7 +85,8 @@ VERBS: tuple[Verb, ...] = (
          "List every platform profile: what stops the meter, and what that costs you."),
     Verb("profile", _CLI + "profiles_cmd", "One platform profile in full."),
     Verb("gotcha", _CLI + "profiles_cmd",
-         "Explain one gotcha by id, or `rgt gotcha search TEXT` to match a pasted error line."),
+         "Explain one gotcha by id, or `rgt gotcha search TEXT` to match a pasted error line "
+         "or block (a word starting with `-` is part of the paste)."),
     Verb("compare", _CLI + "profiles_cmd",
          "Two platforms side by side: what each action stops, keeps, and keeps billing."),
     Verb("ckpt", _CLI + "ckpt_cmd",
