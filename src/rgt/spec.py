@@ -41,6 +41,20 @@ from rgt.spec_sections import SECTIONS, PlatformSections
 
 GPU_CONSTRAINT = re.compile(r"^(?P<model>[A-Za-z0-9_\-]+)(?::(?P<count>\d+))?$")
 SIZE = re.compile(r"^\d+(\.\d+)?\s*[KMGT]i?B?$", re.IGNORECASE)
+_SIZE_PARTS = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([KMGT])?I?B?", re.IGNORECASE)
+
+
+def size_gib(size: str | float) -> float | None:
+    """A size of the resources vocabulary in GiB, or None when it is not one. K/M/G/T are
+    1024-based, as Slurm reads them, on every platform (an `i` changes nothing: 16G = 16Gi, so
+    1T is 1,024 GB wherever rgt passes a number of GB); a trailing B changes nothing; a bare
+    number is G."""
+    if isinstance(size, int | float) and not isinstance(size, bool):
+        return float(size) if size >= 0 else None
+    match = _SIZE_PARTS.fullmatch(str(size).strip())
+    if not match:
+        return None
+    return float(match[1]) * 1024.0 ** ("KMGT".index((match[2] or "G").upper()) - 2)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TORCH_PACKAGES = re.compile(r"^(torch|torchvision|torchaudio)([=<>!~\[;].*)?$", re.IGNORECASE)
 

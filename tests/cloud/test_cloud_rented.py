@@ -12,22 +12,22 @@ from fake_vast_api import offer
 
 from rgt.errors import UserError
 from rgt.platforms import platform_for
-from rgt.platforms.base import Request
-from rgt.platforms.rented import RELEASE_ASKED, RELEASED, size_gb
+from rgt.platforms.base import Request, size_gb
+from rgt.platforms.rented import RELEASE_ASKED, RELEASED
 from rgt.spec import Resources
 
 
 @pytest.mark.parametrize(("words", "gb"), [
-    ("50G", 50), ("50", 50), (50, 50), ("50GB", 50), ("512M", 0.512), ("1T", 1000),
-    ("1t", 1000), ("1Ti", 2**40 / 1e9), ("1TiB", 2**40 / 1e9), ("1.5Gi", 1.5 * 2**30 / 1e9),
-    ("0.5T", 500)])
-def test_sizes_are_decimal_unless_binary_is_asked(words, gb):
+    ("50G", 50), ("50", 50), (50, 50), ("50GB", 50), ("512M", 0.5), ("1T", 1024),
+    ("1t", 1024), ("1Ti", 1024), ("1TiB", 1024), ("1.5Gi", 1.5), ("0.5T", 512)])
+def test_sizes_mean_the_same_as_everywhere_in_rgt(words, gb):
+    """1024-based, as the spec's sizes are on Slurm, Kubernetes and the resource check."""
     assert size_gb(words) == pytest.approx(gb)
 
 
 @pytest.mark.parametrize("words", ["", "G", "50X", "1.5Gib2", "-5G", "fifty"])
 def test_an_unreadable_size_names_the_flag(words):
-    with pytest.raises(UserError, match=r"--disk .*50G, 1T \(1,000 GB\) or 1\.5Gi"):
+    with pytest.raises(UserError, match=r"--disk .*50G, 1T \(1,024 GB\) or 512M"):
         size_gb(words)
 
 
@@ -61,7 +61,7 @@ def test_same_disk_words_same_disk_and_one_release_vocabulary(vast_api, keyed, s
              rent(runpod, "rp", "1T", gpu="RTX4090:1", image=RUNPOD_IMAGE)]
     (create,) = vast_api.calls("PUT", "/asks/102")
     (pod,) = keyed.calls("POST", "/v2/pods")
-    assert create.body["disk"] == 1000 and pod.body["mounts"]["persistent"]["size"] == 1000
+    assert create.body["disk"] == 1024 and pod.body["mounts"]["persistent"]["size"] == 1024
 
     for platform, box, verb in ((vast, boxes[0], "destroy"), (runpod, boxes[1], "terminate")):
         platform.release(store, box)

@@ -108,7 +108,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rgt.errors import UserError
-from rgt.spec import Resources
+from rgt.spec import Resources, size_gib
 from rgt.spec_sections import READERS
 from rgt.store import Box, Run, Store
 from rgt.transport import SshTarget, TransferStats, Transport
@@ -198,11 +198,13 @@ def refuse_unsupported(platform: str, supports: frozenset[str], resources: Resou
                         + f"; it maps: {honours}. Drop it, or pick a platform that has it")
 
 
-def size_gb(size: str) -> float:
-    """A vocabulary size ('50G', '512M', '1T', '1.5Gi') in GB (GiB-sized units, as the
-    platforms' consoles count them)."""
-    number, unit = float(size.rstrip("BbIi")[:-1]), size.rstrip("BbIi")[-1].upper()
-    return number * 1024 ** ("KMGT".index(unit) - 2)
+def size_gb(size: str | float, flag: str = "--disk") -> float:
+    """A vocabulary size ('50G', '512M', '1T', '1.5Gi', 50) as the number of GB a platform is
+    given (rgt.spec.size_gib: 1024-based, 1T = 1,024); one that is not a size names `flag`."""
+    gib = size_gib(size)
+    if gib is None:
+        raise UserError(f"{flag} {size!r}: give a size such as 50G, 1T (1,024 GB) or 512M")
+    return gib
 
 
 def refuse_foreign_sections(platform: Platform, spec: JobSpec) -> None:

@@ -78,9 +78,9 @@ RESOURCES = (
                        "capacity (H100:1,A100:1).", RESOURCES_PANEL),
     Option("cpus", int, "CPU cores.", RESOURCES_PANEL),
     Option("mem", str, "Memory: 32G, or GB as a number.", RESOURCES_PANEL),
-    Option("disk", str, "Disk: 50G or 1T (1000-based, as clouds bill), 1.5Gi or 1Ti "
-                        "(1024-based), a bare number GB; fixed for the instance's life "
-                        "(VAST10).", RESOURCES_PANEL, default_shown="50 on vast.ai and RunPod"),
+    Option("disk", str, "Disk: 50G, 1T (1,024 GB, as every rgt size), 1.5G, or GB as a "
+                        "number; fixed for the instance's life (VAST10).", RESOURCES_PANEL,
+           default_shown="50 on vast.ai and RunPod"),
     Option("image", str, "Docker image; its CUDA must not exceed the host's (VAST5).",
            RESOURCES_PANEL),
     Option("region", str, "Region (default: the first with capacity, or the filesystem's).",

@@ -21,8 +21,9 @@ order of what rgt does around those calls is the same for all three, and lives h
    one event vocabulary (`RELEASE_ASKED`, `RELEASED`) and one account of what keeps billing
    (`box.extra["still_billing"]`, read by `rgt ls` and `rgt down`).
 
-One size parser serves `--disk` and friends (`size_gb`): K/M/G/T are decimal (1T = 1,000 GB, as
-the clouds bill), Ki/Mi/Gi/Ti binary (1Ti = 1,099.5 GB), a trailing B optional, a bare number GB.
+One size parser serves `--disk` and friends (`rgt.platforms.base.size_gb`, over
+`rgt.spec.size_gib`): the same words mean the same GB on every cloud and platform, 1024-based
+as Slurm reads them (1T = 1,024 GB, 1.5Gi = 1.5G), a bare number GB.
 
 Adding a rental (say Paperspace) is these files, one REGISTRY line, and no lifecycle or CLI
 code; nothing above is written again:
@@ -49,14 +50,18 @@ code; nothing above is written again:
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.platforms.base import Released, Request, refuse_options, refuse_unsupported
+from rgt.platforms.base import (
+    Released,
+    Request,
+    refuse_options,
+    refuse_unsupported,
+)
 from rgt.platforms.http import AmbiguousCreate, ApiClient, adopt_lost_create, poll_interval
 from rgt.platforms.ssh import SshPlatform
 from rgt.profiles import load_profile
@@ -87,26 +92,6 @@ def secret_env(names: list[str] | tuple[str, ...], thing: str) -> dict[str, str]
 # `cloud-destroy` / `cloud-destroyed` and `destroyed_at` before; nothing in rgt reads those).
 RELEASE_ASKED = "cloud-terminate"     # the meter-stop call was accepted
 RELEASED = "cloud-terminated"         # the cloud confirmed the instance gone
-
-
-# sizes ----------------------------------------------------------------------------------------
-
-_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([KMGT]I?)?B?", re.IGNORECASE)
-_UNIT = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-         "KI": 2.0**10, "MI": 2.0**20, "GI": 2.0**30, "TI": 2.0**40}
-
-
-def size_gb(size: str | float, flag: str = "--disk") -> float:
-    """A size in (decimal) GB, the unit the clouds create and bill disks in: '50G' or '50' → 50,
-    '1T' → 1000, '1.5Gi' → 1.61, '1Ti' → 1099.5, '512M' → 0.512. K/M/G/T are 1000-based,
-    Ki/Mi/Gi/Ti 1024-based, a trailing B changes nothing, a bare number is GB."""
-    if isinstance(size, int | float) and not isinstance(size, bool):
-        return float(size)
-    match = _SIZE.fullmatch(str(size).strip())
-    if not match:
-        raise UserError(f"{flag} {size!r}: give a size such as 50G, 1T (1,000 GB) or 1.5Gi "
-                        "(1024-based)")
-    return float(match[1]) * _UNIT[(match[2] or "G").upper()] / 1e9
 
 
 # the base -------------------------------------------------------------------------------------

@@ -45,9 +45,10 @@ from rgt.platforms.base import (
     first_available,
     gpu_choices,
     refuse_offer_filters,
+    size_gb,
 )
 from rgt.platforms.http import ApiClient, poll_interval
-from rgt.platforms.rented import RentedPlatform, quiet, secret_env, size_gb
+from rgt.platforms.rented import RentedPlatform, quiet, secret_env
 from rgt.platforms.runpod import api as rp
 from rgt.remote.layout import Layout
 from rgt.spec import JobSpec

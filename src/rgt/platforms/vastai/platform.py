@@ -38,9 +38,10 @@ from rgt.platforms.base import (
     first_available,
     gpu_choices,
     refuse_offer_filters,
+    size_gb,
 )
 from rgt.platforms.http import ApiClient, ApiError, poll_interval
-from rgt.platforms.rented import RentedPlatform, quiet, secret_env, size_gb
+from rgt.platforms.rented import RentedPlatform, quiet, secret_env
 from rgt.platforms.vastai import api as vast
 from rgt.platforms.vastai.api import DISK_GB, MIN_RELIABILITY, SCHEDULING_STUCK_S, Notify, client
 from rgt.store import Box, Store
