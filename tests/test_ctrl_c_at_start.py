@@ -77,7 +77,9 @@ def test_smoke_is_one_line_and_130_at_every_instant(slow_job, tmp_path, after):
 @pytest.mark.parametrize("after", [0.05, 0.1])
 def test_ls_is_one_line_and_130_while_it_starts(tmp_path, after):
     running, rc, err = ctrl_c([sys.executable, "-c", AS_DASH_M, "ls"], after, tmp_path)
-    if not running:  # a fast machine finished `ls` first: then it must simply have succeeded
+    if not running or (rc, err) == (0, ""):
+        # a fast machine finished `ls` first, or the key came while it exited after answering
+        # (rgt then ignores it): then it must simply have succeeded, with nothing said
         assert rc == 0 and not err, (rc, err)
         return
     one_line(rc, err, "rgt ls")

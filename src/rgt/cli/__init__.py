@@ -75,7 +75,8 @@ def main() -> None:
     # only our own errors come back out of it.
     try:
         hostos.check_supported()  # native Windows: one line saying to use WSL, for every verb
-        _verbs_handle_ctrl_c()
+        # Ctrl-C stays the entry's "stopped before it started" until the verb's own function
+        # starts (rgt.cli.verbs hands it over there, after the verb's imports and parsing)
         if "_RGT_COMPLETE" in os.environ:  # the shell's Tab asking (rgt.cli.complete)
             from rgt.cli.complete import answering_the_shell
 
@@ -87,6 +88,10 @@ def main() -> None:
         # Typer turns a Ctrl-C that no verb explained into a silent exit 130; say it in a line.
         if done.code == EXIT_INTERRUPTED and _from_ctrl_c(done):
             _exit_interrupted(f"{_this_verb()} stopped (Ctrl-C)")
+        # The verb is over and its answer given: a Ctrl-C during the interpreter's exit would
+        # only turn that exit status into a death by SIGINT, with nothing said.
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise
     except UserError as err:
         message = _verb_named(str(err)) if isinstance(err, BoxGarbage) else str(err)
@@ -107,7 +112,7 @@ def main() -> None:
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C'd command
 
 
-def _verbs_handle_ctrl_c() -> None:
+def verbs_handle_ctrl_c() -> None:
     """Python's KeyboardInterrupt from here on, in place of the entry's "stopped before it
     started" (rgt/__main__.py): every verb cleans up after a Ctrl-C its own way. A SIGINT the
     parent shell ignored (a background job) stays ignored, as Python itself leaves it."""

@@ -10,6 +10,7 @@ modules (same names, help and hidden flags) and checks what `--help` and `ls` im
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Any
@@ -144,6 +145,7 @@ class LazyVerbs(TyperGroup):
             _profile_named(ctx, rest[0])
         if command is not None:
             use_fast_coercion(command)  # its values without pydantic (rgt.cli.coerce)
+            _ctrl_c_is_the_verbs_from_its_start(command)
         return name, command, rest
 
 
@@ -156,6 +158,30 @@ ELSEWHERE = {
     "attach": "Did you mean `rgt ssh BOX` (a shell) or `rgt logs BOX -f` (the run's output)?",
     "queue": "Did you mean `rgt runs` (every run, with its attempts)?",
 }
+
+
+def _ctrl_c_is_the_verbs_from_its_start(command: Any) -> None:
+    """Keep the entry's "stopped before it started" Ctrl-C (rgt/__main__.py) until the verb's
+    own function starts, then hand Ctrl-C to the verb (rgt.cli.verbs_handle_ctrl_c). Until
+    then nothing has been done, and a KeyboardInterrupt met by the verb module's import or its
+    parameters' parsing can come out as something else: pydantic turns one that meets a model
+    being built into a SchemaError, a traceback instead of one line and 130."""
+    for sub in (getattr(command, "commands", None) or {}).values():
+        _ctrl_c_is_the_verbs_from_its_start(sub)
+    callback = getattr(command, "callback", None)
+    if getattr(command, "commands", None) or callback is None \
+            or getattr(callback, "hands_ctrl_c_to_the_verb", False):
+        return
+
+    @functools.wraps(callback)
+    def verb(*args: Any, **kwargs: Any) -> Any:
+        from rgt.cli import verbs_handle_ctrl_c
+
+        verbs_handle_ctrl_c()
+        return callback(*args, **kwargs)
+
+    verb.hands_ctrl_c_to_the_verb = True  # type: ignore[attr-defined]
+    command.callback = verb
 
 
 def _profile_named(ctx: Any, word: str) -> None:
