@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from rgt.lifecycle.watch import ENDED_EVENT
+
 # The interpreter a lying box has: on-box scripts arrive on stdin (`python - ARGS`), so the
 # script's first docstring line says which one it is.
 LIAR = """#!/bin/bash
@@ -92,6 +94,10 @@ class GarbageBox:
         for answer in self.answers.iterdir():
             answer.unlink()
         self._set_python("python3")
+        # and forget what an earlier example's `watch` kept of the ended run, so the next verb
+        # asks the box again (rgt.cli.watch_cmd shows a kept summary without asking)
+        with sqlite3.connect(self.home / "state.db") as db:
+            db.execute("DELETE FROM events WHERE kind = ?", (ENDED_EVENT,))
 
     def lie(self, *, probe: bytes | Path | None = None,
             manifest: bytes | Path | None = None) -> None:
