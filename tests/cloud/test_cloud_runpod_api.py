@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-import subprocess
 import sys
 import time
 import types
@@ -193,29 +192,22 @@ def test_fake_pod_actions_follow_the_status_rules(runpod_api):
 # serverless worker (fastapi, aiohttp, paramiko ...), which rgt's test environment does not carry,
 # so the SDK's API layer is loaded from its own unmodified files under an empty `runpod` package:
 # RGT_TEST_RUNPOD_SDK (a wheel or a directory holding runpod/), an installed runpod, or the
-# pinned wheel fetched once with pip (no dependencies) into the user's cache.
+# pinned wheel scripts/test fetches with pip (no dependencies) into the user's cache.
 RUNPOD_SDK = "runpod==1.12.0"
 
 
 @pytest.fixture(scope="session")
 def runpod_sdk_root(tmp_path_factory) -> Path:
-    given = os.environ.get("RGT_TEST_RUNPOD_SDK")
+    given = os.environ.get("RGT_TEST_RUNPOD_SDK")  # scripts/test fetches the wheel and sets it
     installed = importlib.util.find_spec("runpod")
     if given:
         source = Path(given)
     elif installed is not None and installed.origin:
         return Path(installed.origin).parent.parent
     else:
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rgt-tests"
-        wanted = RUNPOD_SDK.replace("==", "-") + "-*.whl"
-        if not sorted(cache.glob(wanted)):
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
-                            "-d", str(cache), RUNPOD_SDK], capture_output=True, timeout=180)
-        wheels = sorted(cache.glob(wanted))
-        if not wheels:
-            pytest.fail(f"the official RunPod SDK is not at hand: pip download --no-deps "
-                        f"{RUNPOD_SDK} failed (set RGT_TEST_RUNPOD_SDK to its wheel)")
-        source = wheels[0]
+        pytest.fail(f"the official RunPod SDK is not at hand: run scripts/test (it fetches "
+                    f"{RUNPOD_SDK} with pip download --no-deps), or set RGT_TEST_RUNPOD_SDK "
+                    "to its wheel")
     if source.is_dir():
         return source
     root = tmp_path_factory.mktemp("runpod-sdk")
