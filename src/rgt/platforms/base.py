@@ -406,9 +406,12 @@ class Platform(ABC):
     def logs(self, transport: Transport, box: Box, run: Run, *, lines: int | None = None,
              cell: int | None = None, since_byte: int | None = None) -> str: ...
 
-    @abstractmethod
     def fetch(self, transport: Transport, box: Box, run: Run, remote: str, local: Path, *,
-              exclude: Sequence[str] = (), progress: Any = None) -> TransferStats: ...
+              exclude: Sequence[str] = (), progress: Any = None) -> TransferStats:
+        """Copy REMOTE to LOCAL through the box's transport (resumable, atomic per file),
+        leaving out EXCLUDE; `rgt pull` verifies what came. A platform overrides it only to
+        check something first (Colab: the Drive sync holds what the notebook hashed)."""
+        return transport.get(remote, local, exclude=exclude, progress=progress)
 
     @abstractmethod
     def release(self, store: Store, box: Box) -> Released: ...

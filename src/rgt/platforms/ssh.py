@@ -9,8 +9,6 @@ it). Lambda and vast.ai subclass it for `provision` (rent through an API, then r
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from rgt.boxread import MAX_LOG_BYTES, STALL_S, LogChunk
@@ -32,7 +30,7 @@ from rgt.remote.runner import start_runner, wait_for_state
 from rgt.remote.summary import summarize
 from rgt.spec import JobSpec
 from rgt.store import Box, Run, Store
-from rgt.transport import TransferStats, Transport
+from rgt.transport import Transport
 
 
 def flags(request: Request) -> list[str]:
@@ -134,12 +132,6 @@ class SshPlatform(Platform):
         if not result.ok and not result.data and not result.truncated:
             raise UserError(f"no log yet for run {run.id} on {box.name}")
         return LogChunk(result.data, cut=result.truncated or len(result.data) >= MAX_LOG_BYTES)
-
-    def fetch(self, transport: Transport, box: Box, run: Run, remote: str, local: Path, *,
-              exclude: Sequence[str] = (), progress: Any = None) -> TransferStats:
-        """rgt's own engine (`rgt.transport.transfer`): resumable, atomic per file; what
-        arrives is checked by `rgt pull`, not here."""
-        return transport.get(remote, local, exclude=exclude, progress=progress)
 
     def release(self, store: Store, box: Box) -> Released:
         """Nothing rgt can stop: the user stops the meter the profile's way (console)."""

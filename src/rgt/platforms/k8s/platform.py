@@ -28,7 +28,6 @@ import json
 import os
 import shlex
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +77,7 @@ from rgt.remote.layout import Layout, job_environment
 from rgt.spec import JobSpec
 from rgt.spec_sections import KubernetesSettings
 from rgt.store import LIVE, Box, Run, Store
-from rgt.transport import TransferStats, Transport
+from rgt.transport import Transport
 
 OPTIONS = ("context", "namespace", "kubeconfig", "storage_class", "claim", "access_mode",
            "mount_path")
@@ -391,11 +390,6 @@ class KubernetesPlatform(Platform):
                 "escalated": False}
 
     # ------------------------------------------------------------------ rgt pull
-
-    def fetch(self, transport: Transport, box: Box, run: Run, remote: str, local: Path, *,
-              exclude: Sequence[str] = (), progress: Any = None) -> TransferStats:
-        """From the PVC through a door: resumable per file; `rgt pull` verifies what came."""
-        return transport.get(remote, local, exclude=exclude, progress=progress)
 
     # ------------------------------------------------------------------ rgt down
 

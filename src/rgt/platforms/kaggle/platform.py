@@ -37,7 +37,6 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +66,7 @@ from rgt.platforms.notebook.staging import (
 from rgt.remote.layout import Layout
 from rgt.spec import JobSpec
 from rgt.store import LIVE, Box, Run, Store, rgt_home
-from rgt.transport import TransferStats, Transport
+from rgt.transport import Transport
 
 GPU_CAP_S, CPU_CAP_S = 9 * 3600, 12 * 3600  # a committed version's session (kaggle profile)
 CAP_MARGIN_S = 15 * 60  # the kernel's own start, the copy of outputs, Kaggle's save
@@ -432,11 +431,6 @@ class KagglePlatform(Platform):
                              "completes (`rgt watch` fetches it)")
 
     # ------------------------------------------------------------------ rgt pull
-
-    def fetch(self, transport: Transport, box: Box, run: Run, remote: str, local: Path, *,
-              exclude: Sequence[str] = (), progress: Any = None) -> TransferStats:
-        """From the staging folder `state` laid out (verified against the kernel's manifest)."""
-        return transport.get(remote, local, exclude=exclude, progress=progress)
 
     # ------------------------------------------------------------------ rgt down / audit
 
