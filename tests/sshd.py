@@ -22,6 +22,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -280,3 +281,23 @@ if pytest is not None:
             yield server
         finally:
             server.stop()
+
+
+def echo_listener(host: str = "127.0.0.1") -> socket.socket:
+    """A TCP server on HOST that answers each connection with b"echo:" + what it read: the
+    service an ssh forward reaches (on the box, or on this machine for -R). Close it to stop."""
+    listener = socket.socket()
+    listener.bind((host, 0))
+    listener.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"echo:" + conn.recv(1024))
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener

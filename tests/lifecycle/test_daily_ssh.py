@@ -7,11 +7,10 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import threading
 
 import pytest
 from boxkit import Rgt, up_ssh, wait_for
-from sshd import SshServer, free_port
+from sshd import SshServer, echo_listener, free_port
 
 
 @pytest.fixture(scope="module")
@@ -30,22 +29,8 @@ def box(sshd_keys, tmp_path_factory):
 
 @pytest.fixture
 def echo_server():
-    """A TCP server on 127.0.0.1 that answers each connection with b"echo:" + what it read:
-    the service a forward reaches (on the box, or here for -R)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            with conn:
-                conn.sendall(b"echo:" + conn.recv(1024))
-
-    threading.Thread(target=serve, daemon=True).start()
+    """The port of a TCP server on 127.0.0.1 answering b"echo:" + what it read."""
+    listener = echo_listener()
     yield listener.getsockname()[1]
     listener.close()
 

@@ -8,13 +8,13 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 import yaml
 from boxkit import wait_for
 from cli import rgt
+from sshd import echo_listener
 
 from rgt.store import Store
 
@@ -39,26 +39,6 @@ def login(slurm_cluster, slurm_env, tmp_path):
         server.stop()
 
 
-def _echo_server() -> socket.socket:
-    """A TCP server on every address (the node's name may not be 127.0.0.1) that answers
-    b"echo:" + what it read."""
-    listener = socket.socket()
-    listener.bind(("0.0.0.0", 0))
-    listener.listen(4)
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            with conn:
-                conn.sendall(b"echo:" + conn.recv(64))
-
-    threading.Thread(target=serve, daemon=True).start()
-    return listener
-
-
 def test_ssh_reaches_the_live_runs_node_through_the_login_node(login, tmp_path):
     env = login
     alone = rgt("ssh", "login", "--", "echo", "${SLURM_JOB_ID:-none}", env=env)
@@ -81,7 +61,7 @@ def test_ssh_reaches_the_live_runs_node_through_the_login_node(login, tmp_path):
     assert (inside.returncode, inside.stdout) == (0, f"{job_id}\n"), inside.stderr
     assert f"then run {run_id}'s node" in inside.stderr
 
-    listener = _echo_server()
+    listener = echo_listener("0.0.0.0")  # the node's name may not be 127.0.0.1
     here = socket.socket()
     here.bind(("127.0.0.1", 0))
     local_port = here.getsockname()[1]
