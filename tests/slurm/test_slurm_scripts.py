@@ -187,7 +187,7 @@ def test_multinode_uses_torchrun_with_the_head_node():
     assert 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1' in script
     srun = next(line for line in script.splitlines() if line.startswith("srun "))
     assert "--nodes=$SLURM_NNODES --ntasks-per-node=1" in srun
-    for part in ("torchrun --nnodes=$SLURM_NNODES", "--nproc-per-node=8",
+    for part in ("torchrun --nnodes=$RGT_NUM_NODES", "--nproc-per-node=8",
                  "--rdzv-backend=c10d", "--rdzv-endpoint=$RGT_HEAD_NODE:29500",
                  "-m trainer.main --lr 3e-4"):
         assert part in script, part

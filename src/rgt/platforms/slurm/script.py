@@ -45,76 +45,18 @@ from typing import Any
 from rgt.errors import UserError
 from rgt.platforms.slurm.options import BatchOptions, array_range, environment_hook, grid_cells
 from rgt.remote import node_env
+from rgt.remote.launchers import (
+    DEFAULT_RDZV_PORT,
+    refuse_lone_launchers,
+    torchrun_command,
+)
 from rgt.remote.layout import Layout
 from rgt.spec import JobSpec
 
 EXIT_PREEMPTED = 85          # rgt.ckpt.EXIT_PREEMPTED: "checkpointed on a signal, requeue me"
-DEFAULT_RDZV_PORT = 29500
 
 ENV_NPROC_PER_NODE = "RGT_NPROC_PER_NODE"        # torchrun workers per node
 ENV_RDZV_PORT = "RGT_RDZV_PORT"                  # torchrun c10d rendezvous port
-
-# A line that starts torch's elastic launcher itself, and the words that make its nodes meet.
-# A command position: a line's start or after ; & | ( then do else, past VAR=x words and the
-# wrappers that run their arguments (uv run, srun, exec …); `command -v torchrun` is not one.
-_OWN_LAUNCHER = re.compile(
-    r"(?:^|[;&|(]|\b(?:then|do|else)\b)\s*(?:[A-Za-z_]\w*=\S*\s+)*"
-    r"(?:(?:exec|nohup|time|env|srun|uv\s+run|poetry\s+run|conda\s+run(?:\s+-n\s+\S+)?)\s+)*"
-    r"(?:torchrun|(?:\S*/)?python[0-9.]*\s+-m\s+torch\.distributed\.(?:run|launch))(?=\s|$)")
-_RENDEZVOUS = re.compile(r"--(?:rdzv[-_]endpoint|master[-_]addr)\b")
-_SHELL_SYNTAX = re.compile(r"[;&|<>`(){}\n]|\$\(")
-_PYTHON_WORD = re.compile(r"^(?:\S*/)?python[0-9.]*(?:\s+-u)?\s+(?=\S)")
-
-
-def own_launcher_lines(script: str) -> list[str]:
-    """The logical lines (continuations joined, comments skipped) that start torchrun."""
-    joined = re.sub(r"\\\r?\n", " ", script)
-    return [line.strip() for line in joined.splitlines()
-            if not line.lstrip().startswith("#") and _OWN_LAUNCHER.search(line)]
-
-
-def refuse_lone_launchers(script: str, nodes: int) -> None:
-    """A user's own torchrun line on several nodes must say where the nodes meet; without it
-    each node starts a training of its own and the run still reads as a success."""
-    if nodes < 2:
-        return
-    for line in own_launcher_lines(script):
-        if not _RENDEZVOUS.search(line) or "--standalone" in line:
-            raise UserError(
-                f"`run` starts its own torchrun on {nodes} nodes without a rendezvous, so each "
-                f"node would train alone: {line[:80]!r}; add --nnodes=$RGT_NUM_NODES "
-                "--node-rank=$RGT_NODE_RANK --master-addr=$RGT_HEAD_NODE --master-port=29500 "
-                "(or the SKYPILOT_/DSTACK_ names), or write `python train.py` and let rgt "
-                "start torchrun")
-
-
-def torchrun_command(command: str, nproc_per_node: int, *, port: int = DEFAULT_RDZV_PORT
-                     ) -> str:
-    """Turn ``python train.py ARGS`` into a torchrun launch that spans every node of the job.
-
-    Run once per node (``srun --ntasks-per-node=1``); the c10d rendezvous meets on the first
-    host of the allocation (``$RGT_HEAD_NODE``, set by the batch script). The user's text is
-    never split into words and re-quoted (that broke quotes, `$VAR`s and `&&`): one plain
-    line is put after the launcher as written; a script (several lines, or any shell syntax)
-    runs whole as ``bash -c SCRIPT`` in each worker. A script that starts torchrun itself is
-    left alone (`refuse_lone_launchers` has checked its rendezvous).
-    """
-    if own_launcher_lines(command):
-        return command
-    launcher = ["torchrun", "--nnodes=$SLURM_NNODES", f"--nproc-per-node={nproc_per_node}",
-                "--rdzv-id=$SLURM_JOB_ID", "--rdzv-backend=c10d",
-                f"--rdzv-endpoint=$RGT_HEAD_NODE:{port}"]
-    line = command.strip()
-    python = _PYTHON_WORD.match(line)
-    if _SHELL_SYNTAX.search(line):
-        args = "--no-python bash -c " + shlex.quote(command)
-    elif python and (not line[python.end():].startswith("-")
-                     or line[python.end():].startswith("-m ")):
-        args = line[python.end():]  # torchrun takes the script (or -m module) itself
-    else:
-        args = "--no-python " + line
-    # $SLURM_* and $RGT_HEAD_NODE must expand inside the step, so they stay unquoted.
-    return " ".join(launcher) + " " + args
 
 
 @dataclass
