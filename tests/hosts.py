@@ -19,6 +19,7 @@ Needs root (ip netns, unshare). `unavailable()` says why it cannot run here.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shlex
@@ -120,10 +121,8 @@ class Lan:
                 pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
                                       text=True).stdout.split()
                 for pid in pids:
-                    try:
+                    with contextlib.suppress(OSError, ValueError):
                         os.kill(int(pid), 9)
-                    except (OSError, ValueError):
-                        pass
                 subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         if "bridge" in self._made:
             subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
