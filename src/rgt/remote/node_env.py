@@ -18,6 +18,8 @@ sky/skylet/constants.py; dstack: docs concepts/tasks "System environment variabl
                                                     SKYPILOT_NUM_JOBS 1
     setup's rank and node list                      SKYPILOT_SETUP_NODE_RANK 0, _IPS
     where it runs                                   SKYPILOT_CLUSTER_INFO (JSON: cloud, region)
+    the rendezvous endpoint      RGT_RDZV_PORT, and on several nodes torch's own MASTER_ADDR
+                                 (the head) and MASTER_PORT (RGT_RDZV_PORT), which env:// reads
 
 They are set for every job, whatever file it came from: they are true on every platform, and
 an rgt spec that borrows a SkyPilot or dstack launch line then runs it as written.
@@ -45,6 +47,7 @@ ADDRESS_LIST_NAMES = ("RGT_NODE_IPS", "SKYPILOT_NODE_IPS", "SKYPILOT_SETUP_NODE_
                       "DSTACK_NODES_IPS")
 HEAD_NAMES = ("RGT_HEAD_NODE", "DSTACK_MASTER_NODE_IP")
 GPUS_PER_NODE_NAMES = ("RGT_GPUS_PER_NODE", "SKYPILOT_NUM_GPUS_PER_NODE", "DSTACK_GPUS_PER_NODE")
+RDZV_PORT = 29500  # torch's default; where the head node's rendezvous listens
 
 
 def one_machine(*, gpus: int, run_id: str, job: str, platform: str,
@@ -57,6 +60,9 @@ def one_machine(*, gpus: int, run_id: str, job: str, platform: str,
     env.update({name: ONE_MACHINE_ADDRESS for name in ADDRESS_LIST_NAMES + HEAD_NAMES})
     env.update({name: str(gpus) for name in GPUS_PER_NODE_NAMES})
     env["DSTACK_GPUS_NUM"] = str(gpus)
+    # MASTER_ADDR/PORT are left to torchrun on one machine: set without one, they would make
+    # a library that looks for them (to decide it runs distributed) think it does
+    env["RGT_RDZV_PORT"] = str(RDZV_PORT)
     env["SKYPILOT_TASK_ID"] = run_id
     env["DSTACK_RUN_NAME"] = job
     # SkyPilot's JSON (keys cluster_name, cloud, region, zone): rgt has no cluster name to
@@ -64,6 +70,29 @@ def one_machine(*, gpus: int, run_id: str, job: str, platform: str,
     env["SKYPILOT_CLUSTER_INFO"] = json.dumps({"cloud": platform, "region": region,
                                                "zone": None})
     return env
+
+
+def group(addresses: list[str], *, gpus_per_node: int, port: int = RDZV_PORT
+          ) -> dict[str, str]:
+    """The values every node of a group shares, where the addresses are known before the job
+    starts (a group of SSH machines, rented instances, a Kubernetes Indexed Job's pod names):
+    `addresses` head first. The rank differs per node: `rank(i)` for a fixed one,
+    `allocation_rank_exports` for one the platform gives each node at run time."""
+    if not addresses:
+        raise ValueError("a group has at least one node")
+    listing = "\n".join(addresses)
+    env = {name: str(len(addresses)) for name in NODE_COUNT_NAMES}
+    env.update({name: listing for name in ADDRESS_LIST_NAMES})
+    env.update({name: addresses[0] for name in HEAD_NAMES})
+    env.update({name: str(gpus_per_node) for name in GPUS_PER_NODE_NAMES})
+    env["DSTACK_GPUS_NUM"] = str(gpus_per_node * len(addresses))
+    env.update(RGT_RDZV_PORT=str(port), MASTER_ADDR=addresses[0], MASTER_PORT=str(port))
+    return env
+
+
+def rank(i: int) -> dict[str, str]:
+    """Node i's own values (its rank under every name)."""
+    return {name: str(i) for name in RANK_NAMES + SETUP_RANK_NAMES}
 
 
 def allocation_exports(gpus_per_node: int, *, hosts: str, node_count: str) -> list[str]:
@@ -78,8 +107,9 @@ def allocation_exports(gpus_per_node: int, *, hosts: str, node_count: str) -> li
     return [
         f"RGT_NODE_IPS=$({hosts})",
         " ".join(f"{n}=$RGT_NODE_IPS" for n in ADDRESS_LIST_NAMES[1:]),
-        'DSTACK_MASTER_NODE_IP=$RGT_HEAD_NODE',
-        f"export {names} RGT_HEAD_NODE DSTACK_MASTER_NODE_IP",
+        'DSTACK_MASTER_NODE_IP=$RGT_HEAD_NODE MASTER_ADDR=$RGT_HEAD_NODE',
+        f'MASTER_PORT="${{RGT_RDZV_PORT:-{RDZV_PORT}}}"',
+        f"export {names} RGT_HEAD_NODE DSTACK_MASTER_NODE_IP MASTER_ADDR MASTER_PORT",
         f"export {counts} {per_node}",
         f"export DSTACK_GPUS_NUM=$(( {gpus_per_node} * {node_count} ))",
     ]
