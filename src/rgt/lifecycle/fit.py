@@ -5,9 +5,10 @@ up, so `rgt run` (and `--dry-run`, `resume`) checks them there, before the push:
 
 - a platform that maps resources per job (a scheduler: Slurm, Kubernetes; a notebook) refuses
   what it cannot map in its own launch and render; nothing more is measured here;
-- any other box is one machine that is what it is: `nodes` above 1 and TPUs are refused by
-  name, and what can be measured is measured live on it in one round trip (GPU model and
-  count from nvidia-smi, cpus, memory, free disk under the data dir) and refused when short.
+- any other box is one machine, or a group of them (rgt.remote.group), that is what it is:
+  more `nodes` than it has and TPUs are refused by name, and what can be measured is
+  measured live on it (its head) in one round trip (GPU model and count from nvidia-smi,
+  cpus, memory, free disk under the data dir) and refused when short.
   What cannot be measured on a running machine (image, region, spot, bid, time: set when it
   was rented) is said to be unchecked, never called checked.
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 
 from rgt.errors import UserError
 from rgt.platforms.base import size_gb
+from rgt.remote import group
 from rgt.spec import GPU_CONSTRAINT, JobSpec
 from rgt.store import Box
 
@@ -69,10 +71,12 @@ def check(platform, box: Box, spec: JobSpec, transport_of, *, skip: bool = False
         return Fit(skipped=True)
     if getattr(platform, "per_job_resources", False) or not platform.has_shell:
         return Fit()  # the platform maps them itself, in its launch and render
-    if res.nodes > 1:
-        raise UserError(f"resources.nodes {res.nodes}: {box.name} ({box.profile}) is one "
-                        "machine; a multi-node job needs a slurm or kubernetes box (or "
-                        "--skip-resource-check to run it on this one machine anyway)")
+    if res.nodes > group.size(box):
+        have = group.size(box)
+        raise UserError(f"resources.nodes {res.nodes}: {box.name} ({box.profile}) is "
+                        + ("one machine" if have == 1 else f"a group of {have} machines")
+                        + "; register a group with `rgt up NAME --ssh 'ssh a' --ssh 'ssh b' …` "
+                        "(or rent one with --nodes N), or use a slurm or kubernetes box")
     fit = Fit(unchecked=[n for n in UNMEASURABLE if getattr(res, n) not in (None, False)])
     if not (res.gpu or res.cpus or res.mem or res.disk):
         return fit

@@ -28,6 +28,7 @@ from rgt.lifecycle.watch import refresh
 from rgt.platforms import Platform, platform_for
 from rgt.platforms.base import Ability, refuse_foreign_sections
 from rgt.profiles import Profile, load_profile
+from rgt.remote import group
 from rgt.remote.calls import write_file
 from rgt.remote.layout import Layout
 from rgt.spec import JobSpec, drop_torch_installs
@@ -175,6 +176,10 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
                          "(a running machine has what it was rented with)")
         home = prepare_home(transport, layout.ckpt, fresh=fresh, store=store, box=box)
         notes += home.notes
+        spread = group.spans(box, spec)  # the run's nodes, head first: [] on one machine
+        if spread and fresh:  # every node starts over, not only the head
+            group.on_every_node(box, transport, only=spread[1:], step=lambda n, t: prepare_home(
+                t, group.node_layout(n, run_id, spec).ckpt, fresh=True))
         if resumes is None and home.files and not spec.grid:
             resumes = unfinished_attempt(store, box, spec.name)
         # On the record before anything starts: a laptop killed from here on leaves a
@@ -182,10 +187,23 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
         # nobody knows about.
         run = record("pending (rgt run is starting it)", intent.LAUNCHING, {})
         pushing = True
-        if code_from is not None:
-            copy_code(transport, code_from, layout)
-        push(store, transport, box, spec, layout, secret_bytes, progress=progress,
-             code=code_from is None)
+
+        def deliver(node_transport: Transport, node_layout: Layout, snapshot: str | None, *,
+                    head: bool) -> None:
+            if snapshot is not None:
+                copy_code(node_transport, snapshot, node_layout)
+            push(store, node_transport, box, spec, node_layout, secret_bytes,
+                 progress=progress if head else None, code=code_from is None)
+        if spread:  # every node at once: N nodes start in about the time of one
+            resumed = code_from.rstrip("/").split("/")[-2] if code_from else None
+            group.on_every_node(box, transport, only=spread, step=lambda n, t: deliver(
+                t, group.node_layout(n, run_id, spec),  # each node's own copy of the code
+                f"{group.run_dir(n, resumed)}/code" if resumed else None, head=n.rank == 0))
+            if home.files:
+                seeded = group.seed_checkpoints(box, transport, spec, run_id)
+                notes += [seeded] if seeded else []
+        else:
+            deliver(transport, layout, code_from, head=True)
         pushing = False
         # the platform's way: the on-box runner (tmux/setsid), sbatch, a pod …; a
         # `platform_run` record tells watch what the platform itself tracks

@@ -128,6 +128,7 @@ class Request:
 
     name: str                                # the box name
     target: SshTarget | None = None          # --ssh / --host: a machine the user already has
+    group: list[SshTarget] = field(default_factory=list)  # more --ssh: the group's other nodes
     resources: Resources = field(default_factory=Resources)  # the one vocabulary
     rate: float | None = None                # --rate: what the user pays an hour, if known
     data_dir: str | None = None

@@ -22,6 +22,7 @@ from rgt.platforms.base import (
     refuse_unsupported,
 )
 from rgt.profiles import load_profile
+from rgt.remote import group
 from rgt.remote.calls import run_json
 from rgt.remote.layout import Layout
 from rgt.remote.reach import transport_for
@@ -73,6 +74,10 @@ class SshPlatform(Platform):
         return self.register(store, request)
 
     def register(self, store: Store, request: Request) -> Box:
+        if request.group:  # several machines, one box (rgt.remote.group)
+            return group.register(store, request.name, load_profile(self.profile),
+                                  [request.target, *request.group], rate=request.rate,
+                                  data_dir=request.data_dir, durable_dir=request.durable_dir)
         return register(store, request.name, load_profile(self.profile), request.target,
                         rate=request.rate, data_dir=request.data_dir,
                         durable_dir=request.durable_dir)
@@ -85,6 +90,8 @@ class SshPlatform(Platform):
     def launch(self, transport: Transport, box: Box, spec: JobSpec, layout: Layout, *,
                dependency: str | None = None) -> Launched:
         profile = load_profile(box.profile)
+        if spec.resources.nodes > 1:
+            return self._launch_group(transport, box, spec, layout, profile)
         detach = start_runner(transport, profile, spec, layout)
         notes = []
         if detach == "setsid" and profile.facts.detach_primitive.startswith("tmux"):
@@ -93,8 +100,26 @@ class SshPlatform(Platform):
         status = wait_for_state(transport, layout).get("status", "starting")
         return Launched(detach=detach, status=str(status), notes=notes)
 
+    def _launch_group(self, transport: Transport, box: Box, spec: JobSpec, layout: Layout,
+                      profile) -> Launched:
+        """One runner per node, each with its rank (rgt.remote.group)."""
+        def start(node_transport: Transport, node_spec: JobSpec, node_layout: Layout) -> str:
+            detach = start_runner(node_transport, profile, node_spec, node_layout)
+            wait_for_state(node_transport, node_layout)
+            return detach
+        detaches = group.launch(box, transport, profile, spec, layout.run_id, start)
+        status = wait_for_state(transport, layout).get("status", "starting")
+        return Launched(detach=detaches[0], status=str(status),
+                        platform_run={"nodes": spec.resources.nodes},
+                        notes=[f"started on {len(detaches)} nodes, ranks 0-{len(detaches) - 1}"
+                               f" (head {group.nodes(box)[0].address})"])
+
     def state(self, store: Store, box: Box, run: Run, transport: Transport) -> dict[str, Any]:
-        """The on-box probe: state.json reconciled with the process table, boot id, OOM."""
+        """The on-box probe: state.json reconciled with the process table, boot id, OOM; on
+        every node of a multi-node run."""
+        count = group.run_nodes(run)
+        if count > 1:
+            return group.state(box, run.id, count, transport, stop=group.stop_runner)
         return summarize(run_json(transport, "probe", run.remote_dir, "--dirs", box.data_dir,
                                   box.durable_dir, timeout=60))
 

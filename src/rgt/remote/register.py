@@ -49,6 +49,19 @@ def check_dir_flags(data_dir: str | None, durable_dir: str | None) -> None:
 def register(store: Store, name: str, profile: Profile, target: SshTarget | None, *,
              rate: float | None, data_dir: str | None, durable_dir: str | None) -> Box:
     """Check the machine answers, make its dirs, find its Python, store it as box `name`."""
+    box = examine(name, profile, target, rate=rate, data_dir=data_dir, durable_dir=durable_dir)
+    store.add_box(box)
+    store.record("up", {"profile": profile.name, "uname": box.extra["uname"],
+                        "connection": box.connection, "data_dir": box.data_dir,
+                        "durable_dir": box.durable_dir, "python": box.extra["python"],
+                        "python_version": box.extra["python_version"]}, box=name)
+    return box
+
+
+def examine(name: str, profile: Profile, target: SshTarget | None, *,
+            rate: float | None, data_dir: str | None, durable_dir: str | None) -> Box:
+    """`register` without the store: the machine answers, its dirs exist, its Python is
+    found; the box it would be (a group's nodes are each examined so, in parallel)."""
     check_dir_flags(data_dir, durable_dir)
     if profile.facts.kind == "local" and target is not None:
         raise UserError("the local profile runs on this machine; drop --ssh/--host")
@@ -90,10 +103,6 @@ def register(store: Store, name: str, profile: Profile, target: SshTarget | None
         transport.close()
     box.extra = {"uname": uname, "python": python.command, "python_version": python.version,
                  "python_executable": python.executable, "created_dirs": created}
-    store.add_box(box)
-    store.record("up", {"profile": profile.name, "uname": uname, "connection": connection,
-                        "data_dir": box.data_dir, "durable_dir": box.durable_dir,
-                        "python": python.command, "python_version": python.version}, box=name)
     return box
 
 

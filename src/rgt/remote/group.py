@@ -1,0 +1,339 @@
+"""A box of several machines, one job across them: a group of SSH machines the user has
+(`rgt up NAME --ssh 'ssh a' --ssh 'ssh b'`) or instances a platform rented together.
+
+The box's own connection and directories are its head node's (rank 0), so every verb that
+talks to "the box" talks to the head; `Box.extra["nodes"]` lists every node, head first, each
+as the one-machine box it is (its connection, directories, interpreter) and the address the
+other nodes reach it at. What a group adds is here, in one place:
+
+- `register`: each machine examined as `rgt up` examines one, in parallel, stored as one box;
+- `on_every_node`: run a per-machine step (push, copy, start) on all nodes at once, so N nodes
+  start in about the time of one; a node that fails is named;
+- `launch`: one on-box runner per node with the multi-node contract (`rgt.remote.node_env`:
+  rank, node count, every address, MASTER_ADDR …), an rgt spec's `run` under torchrun
+  (`rgt.remote.launchers`);
+- `state`: every node probed; the run is what torchrun makes of its nodes — it succeeded when
+  every node did, and one node that ended otherwise ends the run as failed: the ranks still
+  running are stopped (they would wait on a dead peer until a collective times out);
+- `seed_checkpoints`: without a shared filesystem each node has its own checkpoint home; a
+  relaunch gives every node the head's (rank 0 writes the checkpoints), through the laptop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rgt.errors import UserError
+from rgt.profiles import Profile
+from rgt.remote import launchers, node_env
+from rgt.remote.calls import run_json
+from rgt.remote.layout import Layout
+from rgt.remote.reach import transport_for
+from rgt.remote.register import examine
+from rgt.remote.summary import summarize
+from rgt.spec import JobSpec
+from rgt.store import TERMINAL, Box, Store
+from rgt.transport import SshTarget, Transport
+
+T = TypeVar("T")
+NODE_KEYS = ("connection", "address", "data_dir", "durable_dir", "python", "python_version",
+             "python_executable", "uname", "created_dirs", "instance_id")
+ENV_NPROC_PER_NODE = "RGT_NPROC_PER_NODE"  # torchrun workers per node (default: GPUs, or 1)
+
+
+@dataclass(frozen=True)
+class Node:
+    rank: int
+    box: Box        # this machine as a one-machine box: connection, directories, interpreter
+    address: str    # where the other nodes reach it (the rendezvous, MASTER_ADDR)
+    instance_id: str | int | None = None
+
+
+def nodes(box: Box) -> list[Node]:
+    """The box's nodes, head first; [] for a box of one machine. A record of the wrong shape
+    (a hand edit) is refused, never read as fewer nodes."""
+    raw = (box.extra or {}).get("nodes")
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(n, dict) for n in raw) or \
+            not all(isinstance(n.get("address"), str) and isinstance(n.get("data_dir"), str)
+                    for n in raw):
+        raise UserError(f"box {box.name}'s record of its nodes is damaged; `rgt down "
+                        f"{box.name}` and register the machines again")
+    out = []
+    for rank, record in enumerate(raw):
+        extra = {k: record[k] for k in ("python", "python_version", "python_executable",
+                                        "uname", "created_dirs") if k in record}
+        member = replace(box, connection=record.get("connection") or {},
+                         data_dir=record["data_dir"],
+                         durable_dir=record.get("durable_dir") or record["data_dir"],
+                         extra=extra)
+        out.append(Node(rank, member, record["address"], record.get("instance_id")))
+    return out
+
+
+def spans(box: Box, spec: JobSpec) -> list[Node]:
+    """The nodes a run of `spec` uses on `box`: its first resources.nodes ones, head first;
+    [] for a run on one machine (a one-machine box, or one node asked of a group)."""
+    if spec.resources.nodes < 2:
+        return []
+    return nodes(box)[:spec.resources.nodes]
+
+
+def size(box: Box) -> int:
+    """How many machines the box is."""
+    return max(1, len(nodes(box)))
+
+
+def node_record(member: Box, address: str, instance_id: str | int | None = None) -> dict:
+    record = {"connection": member.connection, "address": address,
+              "data_dir": member.data_dir, "durable_dir": member.durable_dir,
+              **{k: v for k, v in member.extra.items() if k in NODE_KEYS}}
+    if instance_id is not None:
+        record["instance_id"] = instance_id
+    return record
+
+
+def in_parallel(items: Sequence[T], work: Callable[[T], Any], *,
+                name: Callable[[T], str] = str) -> list[Any]:
+    """work(item) for every item at once; the results in order. Every item runs to its end;
+    then the first failure is raised, naming its item (`name`)."""
+    if len(items) <= 1:
+        return [work(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
+        futures = [pool.submit(work, item) for item in items]
+        results, failed = [], None
+        for item, future in zip(items, futures, strict=True):
+            try:
+                results.append(future.result())
+            except (UserError, OSError) as err:
+                failed = failed or UserError(f"{name(item)}: {err}")
+                results.append(None)
+    if failed:
+        raise failed
+    return results
+
+
+def describe(node: Node) -> str:
+    return f"node {node.rank} ({node.address})"
+
+
+def register(store: Store, name: str, profile: Profile, targets: Sequence[SshTarget], *,
+             rate: float | None, data_dir: str | None, durable_dir: str | None,
+             addresses: Sequence[str] | None = None,
+             instance_ids: Sequence[str | int | None] | None = None) -> Box:
+    """Examine every machine (in parallel) and store them as box `name`, the first the head.
+    `addresses`: where the nodes reach each other (default: each one's SSH host)."""
+    if len({(t.host, t.port) for t in targets}) < len(targets):
+        raise UserError("the same machine is given twice: each --ssh must name another one")
+    addresses = list(addresses or [t.host for t in targets])
+    local = [a for a in addresses if a in ("localhost", "127.0.0.1", "::1")]
+    if local:
+        raise UserError(f"{local[0]} is how this machine reaches a node, not how the other "
+                        "nodes do: give each node by an address they all reach")
+    members = in_parallel(
+        list(enumerate(targets)),
+        lambda it: examine(name, profile, it[1], rate=rate, data_dir=data_dir,
+                           durable_dir=durable_dir),
+        name=lambda it: f"node {it[0]} ({it[1].host})")
+    ids = list(instance_ids or [None] * len(members))
+    head = members[0]
+    head.extra = {**head.extra,
+                  "nodes": [node_record(m, a, i) for m, a, i in zip(members, addresses, ids,
+                                                                      strict=True)]}
+    store.add_box(head)
+    store.record("up", {"profile": profile.name, "nodes": head.extra["nodes"]}, box=name)
+    return head
+
+
+def on_every_node(box: Box, head_transport: Transport,
+                  step: Callable[[Node, Transport], Any], *,
+                  only: Sequence[Node] | None = None) -> list[Any]:
+    """step(node, its transport) on every node (or `only` those) at once, the head's on the
+    open transport; the others' connections are opened and closed here."""
+    def one(node: Node) -> Any:
+        if node.rank == 0:
+            return step(node, head_transport)
+        transport = transport_for(node.box)
+        try:
+            return step(node, transport)
+        finally:
+            transport.close()
+    return in_parallel(nodes(box) if only is None else list(only), one, name=describe)
+
+
+def node_layout(node: Node, run_id: str, spec: JobSpec) -> Layout:
+    return Layout.of(node.box, run_id, spec)
+
+
+def contract(box: Box, spec: JobSpec, *, port: int | None = None) -> dict[str, str]:
+    """The values every node shares (rgt.remote.node_env), the head first."""
+    port = port or int(spec.env.get("RGT_RDZV_PORT") or node_env.RDZV_PORT)
+    return node_env.group([n.address for n in spans(box, spec)],
+                          gpus_per_node=spec.resources.gpu_count, port=port)
+
+
+def worker_command(spec: JobSpec, count: int) -> str:
+    """What each node runs: a SkyPilot/dstack task's `run` as written (it starts its own
+    workers from the variables); an rgt spec's `run` under torchrun across the nodes."""
+    launchers.refuse_lone_launchers(spec.run, count)
+    if spec.dialect != "rgt":
+        return spec.run
+    nproc = int(spec.env.get(ENV_NPROC_PER_NODE) or max(1, spec.resources.gpu_count))
+    return launchers.torchrun_command(spec.run, nproc,
+                                      port=int(spec.env.get("RGT_RDZV_PORT")
+                                               or node_env.RDZV_PORT))
+
+
+def launch(box: Box, head_transport: Transport, profile: Profile, spec: JobSpec,
+           run_id: str, start: Callable[[Transport, JobSpec, Layout], str]) -> list[str]:
+    """One runner per node (`start`: the one-machine start, given that node's spec and
+    layout), all at once; returns how each was detached."""
+    shared = contract(box, spec)
+    command = worker_command(spec, spec.resources.nodes)
+
+    def one(node: Node, transport: Transport) -> str:
+        env = {**spec.env, **shared, **node_env.rank(node.rank)}
+        return start(transport, spec.model_copy(update={"run": command, "env": env}),
+                     node_layout(node, run_id, spec))
+    return on_every_node(box, head_transport, one, only=spans(box, spec))
+
+
+def seed_checkpoints(box: Box, head_transport: Transport, spec: JobSpec, run_id: str
+                     ) -> str | None:
+    """Give every node the head's checkpoint home before a relaunch, where the nodes do not
+    share it; returns a line for the run's plan, or None when there is nothing to do."""
+    head_home = node_layout(spans(box, spec)[0], run_id, spec).ckpt
+    listing = head_transport.run(f"ls -A {shlex.quote(head_home)} 2>/dev/null | head -n 1",
+                                 check=False, timeout=60)
+    if not listing.stdout.strip():
+        return None
+    # one file written on the head and looked for on each node says whether they share it
+    mark = f".rgt-shared-{run_id}"
+    head_transport.run(f"touch {shlex.quote(head_home + '/' + mark)}", check=False, timeout=30)
+    try:
+        with tempfile.TemporaryDirectory(prefix="rgt-seed-") as tmp:
+            copy = Path(tmp) / "ckpt"
+            head_transport.get(head_home, copy)
+            (copy / mark).unlink(missing_ok=True)
+
+            def seed(node: Node, transport: Transport) -> bool:
+                home = node_layout(node, run_id, spec).ckpt
+                if node.rank == 0 or transport.run(f"[ -e {shlex.quote(home + '/' + mark)} ]",
+                                                   check=False, timeout=30).ok:
+                    return False
+                transport.run(f"mkdir -p {shlex.quote(home)}", timeout=30)
+                transport.put(copy, home)
+                return True
+            seeded = on_every_node(box, head_transport, seed, only=spans(box, spec))
+    finally:
+        head_transport.run(f"rm -f {shlex.quote(head_home + '/' + mark)}", check=False,
+                           timeout=30)
+    count = sum(1 for s in seeded if s)
+    if not count:
+        return "the nodes share the checkpoint home; every rank resumes from it"
+    return (f"the head's checkpoint home was copied to {count} other node(s), which do not "
+            "share it: every rank resumes from rank 0's checkpoint")
+
+
+def run_nodes(run: Any) -> int:
+    """How many nodes a recorded run spans (its platform_run says; 1 for any other)."""
+    info = (run.spec or {}).get("platform_run") if isinstance(run.spec, dict) else None
+    count = info.get("nodes") if isinstance(info, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 1 else 1
+
+
+def stop_runner(transport: Transport, state_path: str, grace_s: float = 10) -> None:
+    """SIGTERM to a node's runner (SIGKILL after grace_s): rgt.onbox.stop."""
+    run_json(transport, "stop", state_path, str(grace_s), timeout=grace_s + 60)
+
+
+def run_dir(node: Node, run_id: str) -> str:
+    """Where run `run_id` lives on this node (`Layout.run_dir` there)."""
+    return f"{node.box.data_dir}/rgt/{run_id}"
+
+
+def state(box: Box, run_id: str, count: int, head_transport: Transport,
+          *, stop: Callable[[Transport, str], Any]) -> dict[str, Any]:
+    """Every node probed; the run's summary (the head's, its status the group's), with
+    `nodes`: each node's status and last log line. A node that ended otherwise than in
+    success fails the run, and the nodes still running are stopped (`stop`)."""
+    members = nodes(box)[:count]
+
+    def probe(node: Node, transport: Transport) -> dict[str, Any]:
+        where = run_dir(node, run_id)
+        try:
+            return summarize(run_json(transport, "probe", where, "--dirs", node.box.data_dir,
+                                      node.box.durable_dir, timeout=60))
+        except (UserError, OSError) as err:
+            return {**summarize({}), "status": "unreachable", "causes": [str(err)[:300]]}
+
+    def reach(node: Node) -> dict[str, Any]:
+        if node.rank == 0:
+            return probe(node, head_transport)
+        try:
+            transport = transport_for(node.box)
+        except (UserError, OSError) as err:
+            return {**summarize({}), "status": "unreachable", "causes": [str(err)[:300]]}
+        try:
+            return probe(node, transport)
+        finally:
+            transport.close()
+    summaries = in_parallel(members, reach, name=describe)
+    statuses = [s["status"] for s in summaries]
+    head = dict(summaries[0])
+    head["nodes"] = [{"rank": n.rank, "address": n.address, "status": s["status"],
+                      "exit_code": s.get("exit_code"),
+                      "last_line": (s.get("log_tail") or [""])[-1][:200],
+                      "training": s.get("training") or {}}
+                     for n, s in zip(members, summaries, strict=True)]
+    ended_badly = [(n, s) for n, s in zip(members, summaries, strict=True)
+                   if s["status"] in TERMINAL and s["status"] != "succeeded"]
+    if all(st == "succeeded" for st in statuses):
+        return head
+    if ended_badly:
+        live = [n for n, s in zip(members, summaries, strict=True)
+                if s["status"] not in TERMINAL and s["status"] != "unreachable"]
+        if live:
+            stop_nodes(box, live, run_id, head_transport, stop)
+        first, said = ended_badly[0]
+        all_cancelled = all(s["status"] == "cancelled" for _, s in ended_badly)
+        head["status"] = "cancelled" if all_cancelled and not live else "failed"
+        if head.get("exit_code") in (None, 0):
+            head["exit_code"] = said.get("exit_code")
+        why = "; ".join(said.get("causes") or []) or f"exit {said.get('exit_code')}"
+        head["causes"] = [f"{describe(first)} {said['status']}: {why}"] + \
+            ([f"stopped the ranks still running on node(s) "
+              f"{', '.join(str(n.rank) for n in live)}"] if live else []) + \
+            list(head.get("causes") or [])[:3]
+        head["ended"] = head.get("ended") or time.time()
+        return head
+    if "unreachable" in statuses:
+        lost = [describe(n) for n, s in zip(members, summaries, strict=True)
+                if s["status"] == "unreachable"]
+        head["causes"] = [f"{', '.join(lost)} not answering: " +
+                          (summaries[statuses.index("unreachable")]["causes"] or ["?"])[0]] + \
+            list(head.get("causes") or [])
+        if head["status"] == "succeeded":  # the head ended, a node's end is unknown
+            head["status"] = "running"
+    elif head["status"] == "succeeded":  # the head is done, others still running
+        head["status"] = "running"
+    return head
+
+
+def stop_nodes(box: Box, which: Sequence[Node], run_id: str, head_transport: Transport,
+               stop: Callable[[Transport, str], Any]) -> None:
+    """Stop the run on the nodes given (`stop(transport, state.json)`), all at once; a node
+    that cannot be reached is left (its ranks fail on the dead peer)."""
+    def one(node: Node, transport: Transport) -> None:
+        stop(transport, run_dir(node, run_id) + "/state.json")
+    with contextlib.suppress(UserError, OSError):
+        on_every_node(box, head_transport, one, only=which)
