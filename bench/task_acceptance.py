@@ -38,11 +38,12 @@ import yaml
 from rgt import yaml12
 from rgt.errors import UserError
 from rgt.lifecycle.fit import refuse_tpu
+from rgt.skypipeline import is_pipeline, load_pipeline
 from rgt.spec import load_spec
 
 SKY_WORDS = {"run", "setup", "resources", "service", "num_nodes", "file_mounts", "envs",
              "workdir", "pool"}
-FIELD = re.compile(r"`([A-Za-z_][\w.\-]*)`|\b((?:resources|envs|secrets|file_mounts)\.[\w.\-]*)")
+FIELD = re.compile(r"`([A-Za-z_][\w.\-\[\]]*)`|\b((?:resources|envs|secrets|file_mounts)\.[\w.\-]*)")
 
 
 def held_out(relative: str) -> bool:
@@ -68,6 +69,7 @@ def field_of(message: str, path: Path) -> str:
     """The field a refusal names, with the kind of refusal where one field has several."""
     text = re.sub(r"^\S+\.ya?ml:?(\d+:\d+:)? ?", "", message.replace(str(path), "")
                   ).lstrip(": ")
+    text = re.sub(r"^stage \d+ \([^)]*\): ", "", text)  # a pipeline's stage: its field
     for word, label in (("not valid YAML", "YAML"), ("pipeline", "pipeline"),
                         ("job group", "job group"), ("SkyServe", "service"),
                         ("dstack service", "service"), ("pool", "pool"),
@@ -90,11 +92,12 @@ def field_of(message: str, path: Path) -> str:
 
 
 def apart(doc) -> bool:
-    """Counted apart from the tasks: a SkyPilot service, a dstack service, fleet, volume,
+    """Counted apart from the tasks: a SkyPilot service or pool (workers for `sky jobs pool
+    apply`, as a dstack fleet is machines for its runs), a dstack service, fleet, volume,
     gateway or dev environment (the issue's targets are over tasks)."""
     if not isinstance(doc, dict):
         return False
-    return "service" in doc or doc.get("type", "task") != "task"
+    return "service" in doc or "pool" in doc or doc.get("type", "task") != "task"
 
 
 def asked_for(path: Path) -> set[str]:
@@ -123,6 +126,16 @@ def exported(names: set[str]):
                 os.environ.pop(name, None)
 
 
+def load(path: Path) -> None:
+    """What `rgt run` reads: a pipeline's stages (accepted when every stage is; they run
+    chained where the box's scheduler chains runs), or one task."""
+    if is_pipeline(path):
+        for stage in load_pipeline(path).stages:
+            refuse_tpu(stage)
+    else:
+        refuse_tpu(load_spec(path))
+
+
 def measure(root: Path, words: set[str]) -> dict:
     tally = {True: collections.Counter(), False: collections.Counter()}
     fields = {True: collections.Counter(), False: collections.Counter()}
@@ -138,17 +151,19 @@ def measure(root: Path, words: set[str]) -> dict:
             tally[out]["task files"] += 1
             if any(apart(d) for d in documents(path)):
                 tally[out]["services"] += 1
+                if any(isinstance(d, dict) and "pool" in d for d in documents(path)):
+                    tally[out]["pools"] += 1
             try:
                 with exported(asked_for(path)):
                     try:
-                        refuse_tpu(load_spec(Path(relative)))
+                        load(Path(relative))
                     except UserError as err:
                         # its README says to run it from its own folder: try that too
                         if "exist" not in str(err) and "not a directory" not in str(err):
                             raise
                         os.chdir(path.parent)
                         try:
-                            refuse_tpu(load_spec(Path(path.name)))
+                            load(Path(path.name))
                         finally:
                             os.chdir(root)
             except UserError as err:
@@ -161,6 +176,8 @@ def measure(root: Path, words: set[str]) -> dict:
                 print(f"  crash: {relative}: {err!r}", file=sys.stderr)
                 continue
             tally[out]["accepted"] += 1
+            if is_pipeline(path):
+                tally[out]["pipelines accepted"] += 1
     finally:
         os.chdir(here)
     return {"tally": tally, "fields": fields}
@@ -170,10 +187,14 @@ def report(name: str, result: dict, show_held_out_fields: bool) -> None:
     for out, label in ((False, "looked at"), (True, "held out")):
         t = result["tally"][out]
         not_services = t["task files"] - t["services"]
+        pools = (f" ({t['pools']} of them pools; {t['accepted']} of {not_services + t['pools']}"
+                 " counting pools as tasks)" if t["pools"] else "")
         print(f"{name} ({label}): {t['task files']} files, {t['services']} services or other "
               f"types; accepted {t['accepted']} of {t['task files']}"
-              f" ({t['accepted']} of {not_services} tasks)"
-              + (f"; {t['crashed']} CRASHED" if t["crashed"] else ""))
+              f" ({t['accepted']} of {not_services} tasks{pools})"
+              + (f"; {t['crashed']} CRASHED" if t["crashed"] else "")
+              + (f"; of them {t['pipelines accepted']} pipelines (chained jobs: on a box whose "
+                 "scheduler chains runs, or one task)" if t["pipelines accepted"] else ""))
         if out and not show_held_out_fields:
             continue
         for field, count in result["fields"][out].most_common():

@@ -106,5 +106,5 @@ def test_bucket_mounts_are_mapped_noted_or_refused_by_name(tmp_path, monkeypatch
             load_spec(write(tmp_path, {"run": "x", "file_mounts": mounts}))
         assert says in str(err.value), str(err.value)
     with pytest.raises(UserError) as err:
-        load_spec(write(tmp_path, {"run": "x", "config": {"kubernetes": {"pod_config": {}}}}))
-    assert "`config` has no rgt equivalent (kubernetes)" in str(err.value)
+        load_spec(write(tmp_path, {"run": "x", "config": {"kubernetes": {"enable_docker": 1}}}))
+    assert "`config.kubernetes.enable_docker` has no rgt equivalent" in str(err.value)

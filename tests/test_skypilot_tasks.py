@@ -233,10 +233,14 @@ def test_sizes_fractions_and_kubernetes_images_read_as_skypilot_reads_them(tmp_p
     ({"run": "x", "resources": {"infra": "gcp/us-central1"}},
      "rgt has no gcp platform; the nearest rgt profile is kubernetes (GKE)"),
     ({"run": "x", "resources": {"instance_type": "p4d.24xlarge"}},
-     "ask for what it holds: accelerators, cpus, memory"),
+     "is an aws instance type: rgt has no aws platform; the nearest rgt profile is kubernetes "
+     "(EKS)"),
     ({"run": "x", "workdir": {"url": "https://github.com/a/b", "branch": "main"}},
      "takes `url` and an optional `ref`"),
-    ({"run": "x", "config": {"kubernetes": {"pod_config": {}}}}, "`config` has no rgt"),
+    ({"run": "x", "config": {"kubernetes": {"pod_config": {"spec": {"containers": [
+        {"securityContext": {"runAsUser": 0}}]}}}}},
+     "`config.kubernetes.pod_config.spec.containers[0].securityContext.runAsUser` has no rgt "
+     "equivalent: rgt's pods take only what rgt's `kubernetes:` section"),
 ])
 def test_what_rgt_cannot_carry_is_named(tmp_path, monkeypatch, task, says):
     monkeypatch.chdir(tmp_path)
@@ -248,14 +252,15 @@ def test_what_rgt_cannot_carry_is_named(tmp_path, monkeypatch, task, says):
 
 
 @pytest.mark.parametrize("name,says", [
-    ("pipeline.yaml", "is a SkyPilot pipeline of 2 tasks in one file: rgt runs one task per "
-                      "file"),
+    ("pipeline.yaml", "is a SkyPilot pipeline of 2 tasks, each started once the one before "
+                      "succeeded: on a local box nothing chains them"),
     ("service.yaml", "is a SkyServe service (its `service:` section): SkyServe services are "
                      "not run by rgt"),
     ("pool.yaml", "is a SkyPilot pool (`pool:`"),
 ])
 def test_pipelines_services_and_pools_are_named_as_what_they_are(tmp_path, name, says):
-    """Pipelines read "not valid YAML", pools "field `name` is required"."""
+    """Pipelines read "not valid YAML", pools "field `name` is required"; a pipeline on a box
+    with no scheduler to chain its stages is refused before any starts."""
     cli = Rgt(tmp_path / "home")
     cli.ok("up", "box")
     result = cli("run", "box", str(DATA / name), "-d")

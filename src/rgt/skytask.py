@@ -58,14 +58,14 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from rgt import buckets, taskfiles
+from rgt import buckets, skycloud, taskfiles
 from rgt.errors import UserError
 
 TOP = {"name", "workdir", "setup", "run", "envs", "secrets", "num_nodes", "resources",
        "file_mounts"}
 IGNORED_TOP = {"inputs", "outputs"}  # size hints for SkyPilot's optimizer, not the job's
 RESOURCES = {"accelerators", "gpus", "cpus", "memory", "disk_size", "use_spot", "image_id",
-             "region", "infra", "cloud", "any_of", "ordered"}
+             "region", "infra", "cloud", "any_of", "ordered", "instance_type"}
 NOTED = {  # resources fields that change where or how fast, not what the job does
     "ports": "rgt opens no port on the box; reach it from this machine with `rgt ssh BOX "
              "--port PORT`, which forwards it and prints http://127.0.0.1:PORT",
@@ -88,13 +88,13 @@ RGT_ONLY = {"env", "outputs", "checkpoint_dir", "recover", "smoke", "smoke_timeo
             "max_parallel", "slurm", "kubernetes", "exclude", "dialect"}
 # SkyPilot's infra names rgt has a platform for; the rest, with the nearest rgt profile.
 RGT_INFRA = {"kubernetes", "k8s", "slurm", "ssh", "runpod", "lambda", "vast", "*"}
-NEAREST = {"aws": "kubernetes (EKS) or generic-ssh (an EC2 instance you started)",
-           "gcp": "kubernetes (GKE) or generic-ssh (a VM you started)",
-           "azure": "kubernetes (AKS) or generic-ssh (a VM you started)"}
+NEAREST = skycloud.NEAREST
 _ACCELERATOR = re.compile(r"^([A-Za-z0-9_\-]+)(?::(\d+(?:\.\d+)?))?$")
 # 8, 8+, 32GB, 32GB+, 1TB: SkyPilot's sizes are GB unless they say otherwise
 _AT_LEAST = re.compile(r"^(\d+(?:\.\d+)?)\s*(GB|TB|G|T)?\+?$", re.IGNORECASE)
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+SKY_WORKDIR = '"$RGT_RUN_DIR/code"'  # SkyPilot's ~/sky_workdir on the box, as a shell word
+_SKY_WORKDIR_DST = re.compile(r"^(?:~|\$HOME|\$\{HOME\})/sky_workdir(?:/+|$)")
 _SKY_WORKDIR = re.compile(r"(?:~|\$HOME|\$\{HOME\})/sky_workdir\b")
 
 
@@ -124,15 +124,25 @@ def what_it_is(data: dict[str, Any]) -> str | None:
     return None
 
 
-def several_documents(docs: list[Any]) -> str:
-    """Why a multi-document file is refused, naming what SkyPilot means by it."""
+def is_job_group(docs: list[Any]) -> bool:
+    """SkyPilot's job group: a header with `execution: parallel` (tasks that run at once)."""
     head = docs[0] if docs and isinstance(docs[0], dict) else {}
-    kind = "job group" if {"execution", "primary_tasks"} & set(head) else "pipeline"
+    return head.get("execution") == "parallel" or "primary_tasks" in head
+
+
+def several_documents(docs: list[Any]) -> str:
+    """Why a verb that takes one task refuses a multi-document file, naming what SkyPilot
+    means by it (rgt.skypipeline reads pipelines for `rgt run`)."""
+    head = docs[0] if docs and isinstance(docs[0], dict) else {}
     tasks = len(docs) - (1 if set(head) <= {"name", "execution", "primary_tasks",
                                             "termination_delay"} else 0)
-    return (f"is a SkyPilot {kind} of {tasks} tasks in one file: rgt runs one task per file; "
-            "put each task in a file of its own and chain them with `rgt run BOX NEXT.yaml "
-            "--after RUN`")
+    if is_job_group(docs):
+        return (f"is a SkyPilot job group of {tasks} tasks that run at the same time (sharing "
+                "volumes and each other's addresses): rgt runs no job groups; run each task "
+                "as a file of its own on a box of its own")
+    return (f"is a SkyPilot pipeline of {tasks} tasks in one file: `rgt run BOX FILE` runs "
+            "them as chained jobs where the box's scheduler chains runs (a slurm box); this "
+            "verb takes one task: put it in a file of its own")
 
 
 def to_spec(data: dict[str, Any], *, default_name: str,
@@ -144,7 +154,7 @@ def to_spec(data: dict[str, Any], *, default_name: str,
     refusal = what_it_is(data)
     if refusal:
         raise UserError(refusal)
-    config_notes = _docker_options(data["config"]) if "config" in data else []
+    sections, config_notes = skycloud.config(data["config"]) if "config" in data else ({}, [])
     data = {k: v for k, v in data.items() if k != "config"}
     unknown = sorted(set(data) - TOP - IGNORED_TOP)
     if unknown:
@@ -152,7 +162,9 @@ def to_spec(data: dict[str, Any], *, default_name: str,
                         "takes name, workdir, setup, run, envs, secrets, num_nodes, "
                         "file_mounts and resources)")
     if not data.get("run"):
-        raise UserError("the SkyPilot task has no `run`: rgt needs the command to train with")
+        raise UserError("the SkyPilot task has no `run` (to SkyPilot, a cluster brought up for "
+                        "later `sky exec`s): rgt runs jobs, not clusters; the nearest is `rgt "
+                        "up` (a box with what `resources` asks), then `rgt run BOX` each task")
     name = str(data.get("name") or re.sub(r"[^A-Za-z0-9_.\-]", "-", default_name).strip("-."))
     spec: dict[str, Any] = {"name": name, "run": _workdir_named(_text(data["run"], "run")),
                             "dialect": "skypilot"}
@@ -161,7 +173,10 @@ def to_spec(data: dict[str, Any], *, default_name: str,
         raise UserError("SkyPilot `envs` must be a mapping NAME: value")
     asked = [str(k) for k, v in envs.items() if v is None or v == ""]
     spec["env"] = {str(k): str(v) for k, v in envs.items() if str(k) not in asked}
-    spec["secrets"] = _secret_names(data.get("secrets")) + taskfiles.from_shell(asked, "envs")
+    secret_notes: list[str] = []
+    names, given = _secrets(data.get("secrets"), secret_notes)
+    spec["env"].update(given)
+    spec["secrets"] = names + taskfiles.from_shell(asked, "envs")
     # SkyPilot fills ${VAR} from envs into workdir and file_mounts when it reads the file
     values = {**{k: os.environ.get(k, "") for k in asked}, **spec["env"]}
     workdir = _filled(data.get("workdir"), values)
@@ -175,32 +190,16 @@ def to_spec(data: dict[str, Any], *, default_name: str,
     pushed = taskfiles.pushed_dir(workdir, [src for _, src in copies], cwd)
     spec["workdir"] = str(pushed)
     setup = _workdir_named(_text(data["setup"], "setup")) if data.get("setup") else ""
-    spec["setup"] = "\n".join([*clone, *taskfiles.copy_lines(copies, pushed, "file_mounts"),
+    spec["setup"] = "\n".join([*clone, *taskfiles.copy_lines(copies, pushed, "file_mounts",
+                                                              relative_to=SKY_WORKDIR),
                                *bucket_lines, setup])
     resources, notes = _resources(data.get("resources") or {})
-    notes = [*config_notes, *mount_notes, *notes]
+    notes = [*config_notes, *secret_notes, *mount_notes, *notes]
     if data.get("num_nodes") is not None:
         resources["nodes"] = _count(data["num_nodes"], "num_nodes")
     spec["resources"] = resources
+    spec.update(sections)  # config.kubernetes → the spec's kubernetes: section
     return spec, notes
-
-
-def _docker_options(config: Any) -> list[str]:
-    """A task's `config:` (SkyPilot's per-task settings): only `docker.run_options` has a
-    meaning on a box that is already running, and rgt says it is not applied; the rest
-    (kubernetes pod_config, provisioning settings …) is refused by name."""
-    docker = config.get("docker") if isinstance(config, dict) else None
-    if not isinstance(config, dict) or set(config) != {"docker"} or not isinstance(docker, dict) \
-            or set(docker) != {"run_options"}:
-        keys = sorted(config) if isinstance(config, dict) else [str(config)]
-        named = ", ".join(map(str, keys))
-        raise UserError(f"SkyPilot field `config` has no rgt equivalent ({named}): rgt uses "
-                        "the box as it is; remove it, or set the same "
-                        "up with the platform (`rgt up` options, the cluster's own settings)")
-    options = docker["run_options"]
-    shown = " ".join(options) if isinstance(options, list) else str(options)
-    return [f"config.docker.run_options {shown!r} is not applied: rgt runs in the box's "
-            "container as it was started (its /dev/shm, IPC namespace and capabilities)"]
 
 
 def _git_workdir(given: dict[str, Any]) -> list[str]:
@@ -217,6 +216,12 @@ def _git_workdir(given: dict[str, Any]) -> list[str]:
     checkout = f" && git checkout --quiet {shlex.quote(str(ref))}" if ref else ""
     return [f"{{ [ -d .git ] || git clone --quiet {shlex.quote(url)} . ; }}{checkout} "
             f"|| {{ echo {fail} >&2; exit 1; }}"]
+
+
+def _destination(dst: str) -> str:
+    """A mount's destination as a shell word; a relative one is ~/sky_workdir's to SkyPilot
+    (sky/backends/cloud_vm_ray_backend.py: `dst = f'{SKY_REMOTE_WORKDIR}/{dst}'`)."""
+    return taskfiles.box_path(dst, "file_mounts", relative_to=SKY_WORKDIR)
 
 
 def _workdir_named(script: str) -> str:
@@ -248,6 +253,8 @@ def _mounts(mounts: Any, cwd: Path,
     copies, lines = [], []
     for dst, given in mounts.items():
         field = f"file_mounts.{dst}"
+        # ~/sky_workdir/x is rgt's copy of the workdir, as in setup and run (_workdir_named)
+        dst = _SKY_WORKDIR_DST.sub("", str(dst)) or "."
         source, mode = given, "COPY"
         if isinstance(given, dict):
             source, mode = given.get("source"), str(given.get("mode") or "MOUNT").upper()
@@ -261,7 +268,7 @@ def _mounts(mounts: Any, cwd: Path,
         if not isinstance(source, str):
             raise UserError(f"{field}: expected one source path or bucket URL")
         if buckets.is_bucket(source):
-            lines.append(buckets.setup_line(taskfiles.box_path(str(dst), "file_mounts"),
+            lines.append(buckets.setup_line(_destination(str(dst)),
                                             str(dst), source, mode, field, notes))
             continue
         if "$" in source:
@@ -285,19 +292,23 @@ def _text(value: Any, field: str) -> str:
     return value
 
 
-def _secret_names(secrets: Any) -> list[str]:
+def _secrets(secrets: Any, notes: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The secrets read from this shell (no value in the file), and those the file gives a
+    value: the job sees that value, as SkyPilot gives it, passed as a variable of the run
+    (SkyPilot's secrets differ from envs only in being hidden from its dashboard)."""
     if secrets is None:
-        return []
+        return [], {}
     if isinstance(secrets, list):
-        return [str(s) for s in secrets]
+        return [str(s) for s in secrets], {}
     if not isinstance(secrets, dict):
         raise UserError("SkyPilot `secrets` must be a mapping NAME: null")
-    given = [k for k, v in secrets.items() if v not in (None, "")]
-    if given:
-        raise UserError(f"secrets.{given[0]} has its value in the file: rgt reads secret values "
-                        "from this shell's environment and sends them on stdin; write "
-                        f"`{given[0]}: null` and `export {given[0]}=…` here")
-    return [str(k) for k in secrets]
+    given = {str(k): str(v) for k, v in secrets.items() if v not in (None, "")}
+    for name in given:
+        notes.append(f"secrets.{name} has its value in the file: the job gets it as an "
+                     "environment variable, kept in the run's record like the file; for a "
+                     f"secret sent on stdin and kept nowhere, write `{name}: null` and "
+                     f"`export {name}=…`")
+    return [str(k) for k in secrets if str(k) not in given], given
 
 
 def _resources(given: Any) -> tuple[dict[str, Any], list[str]]:
@@ -309,8 +320,7 @@ def _resources(given: Any) -> tuple[dict[str, Any], list[str]]:
              for k, why in NOTED.items() if given.get(k) is not None]
     unknown = sorted(set(given) - RESOURCES - set(NOTED))
     if unknown:
-        nearest = {"instance_type": " (ask for what it holds: accelerators, cpus, memory)",
-                   "zone": " (rgt places a job by region at most)"}.get(unknown[0], "")
+        nearest = {"zone": " (rgt places a job by region at most)"}.get(unknown[0], "")
         raise UserError(f"SkyPilot field `resources.{unknown[0]}` has no rgt equivalent"
                         f"{nearest}; remove it (the platform is the box's profile, and each "
                         "platform maps the rest)")
@@ -321,7 +331,14 @@ def _resources(given: Any) -> tuple[dict[str, Any], list[str]]:
     candidates = given.get("any_of", given.get("ordered"))
     choices = []
     if candidates is not None:
-        choices = _candidates(candidates, "any_of" if "any_of" in given else "ordered")
+        choices = _candidates(candidates, "any_of" if "any_of" in given else "ordered", notes)
+    held: dict[str, Any] = {}
+    if given.get("instance_type") is not None:
+        held, said = skycloud.instance_type(given["instance_type"],
+                                            str(given.get("infra") or given.get("cloud") or ""))
+        notes += said
+        if "gpu" in held and "accelerators" not in given and "gpus" not in given:
+            choices = [held["gpu"]] + [c for c in choices if c != held["gpu"]]
     accelerators = given.get("accelerators", given.get("gpus"))
     if accelerators is not None:
         asked = _accelerators(accelerators, notes)
@@ -334,6 +351,9 @@ def _resources(given: Any) -> tuple[dict[str, Any], list[str]]:
         out["cpus"] = math.ceil(_at_least(given["cpus"], "resources.cpus"))
     if given.get("memory") is not None:
         out["mem"] = f"{_at_least(given['memory'], 'resources.memory'):g}G"
+    for key in ("cpus", "mem"):  # what the instance type holds, where the task says no more
+        if key in held and key not in out:
+            out[key] = held[key]
     if given.get("disk_size") is not None:
         out["disk"] = f"{math.ceil(_at_least(given['disk_size'], 'resources.disk_size'))}G"
     if given.get("use_spot") is not None:
@@ -375,27 +395,37 @@ def _placement(given: dict[str, Any], field: str) -> str | None:
     return parts[1]
 
 
-def _candidates(value: Any, field: str) -> list[str]:
+def _candidates(value: Any, field: str, notes: list[str]) -> list[str]:
     """GPU alternatives from any_of/ordered: each candidate's accelerators, in order, from
     the candidates on a platform rgt has; the others are dropped only if one remains."""
     if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):
         raise UserError(f"resources.{field} must be a list of resource mappings")
-    allowed = {"accelerators", "gpus", "infra", "cloud", "region", "use_spot"}
-    out, refused = [], None
+    allowed = {"accelerators", "gpus", "infra", "cloud", "region", "use_spot", "image_id"}
+    out, refused, kept = [], None, 0
     for i, candidate in enumerate(value):
         extra = sorted(set(candidate) - allowed)
         if extra:
             raise UserError(f"resources.{field}[{i}].{extra[0]}: rgt takes accelerators, "
-                            "infra/cloud and region from a candidate, nothing else")
+                            "infra/cloud, region and image_id from a candidate, nothing else")
         try:
             _placement(candidate, f"resources.{field}[{i}]")
         except UserError as err:
             refused = refused or err
+            where = candidate.get("infra") or candidate.get("cloud")
+            notes.append(f"resources.{field}[{i}] (infra {where}) is left out: rgt has no "
+                         "platform for it; the candidates on platforms rgt has remain")
             continue
+        kept += 1
+        if "image_id" in candidate:
+            where = candidate.get("infra") or candidate.get("cloud") or "its platform"
+            notes.append(f"resources.{field}[{i}].image_id {candidate['image_id']!r} (on "
+                         f"{where}) is not applied: rgt runs every candidate in the image the "
+                         "box was started with (the task's own image_id where rgt up starts "
+                         "one)")
         accelerators = candidate.get("accelerators", candidate.get("gpus"))
         if accelerators is not None:
             out += [c for c in _accelerators(accelerators) if c not in out]
-    if refused is not None and not out:
+    if refused is not None and not kept:
         raise refused
     return out
 

@@ -58,9 +58,10 @@ def pushed_dir(workdir: str | None, sources: list[Path], cwd: Path) -> Path:
 
 
 def copy_lines(copies: list[tuple[str, Path]], pushed: Path, field: str, *,
-               relative_ok: bool = False) -> list[str]:
+               relative_ok: bool = False, relative_to: str | None = None) -> list[str]:
     """Setup lines that copy each (destination, source) from the pushed code to its place;
-    `relative_ok`: a ./destination is the job's working dir's (dstack's meaning)."""
+    `relative_ok`: a ./destination is the job's working dir's (dstack's meaning);
+    `relative_to`: the box directory a relative destination lies in (SkyPilot's)."""
     lines = []
     for dst, src in copies:
         if not src.exists():
@@ -71,7 +72,7 @@ def copy_lines(copies: list[tuple[str, Path]], pushed: Path, field: str, *,
             raise UserError(f"{field}.{dst}: {src} is outside the folder rgt pushes ({pushed})"
                             "; rgt sends nothing else (a key or config of this machine stays "
                             "here): move it into that folder, or create it in `setup`") from None
-        where = box_path(dst, field, relative_ok=relative_ok)
+        where = box_path(dst, field, relative_ok=relative_ok, relative_to=relative_to)
         fail = shlex.quote(f"[rgt] {field}: cannot write {dst} on this box")
         if src.is_dir():
             lines.append(f"mkdir -p {where} && cp -a {shlex.quote(str(rel))}/. {where}/ "
@@ -82,13 +83,19 @@ def copy_lines(copies: list[tuple[str, Path]], pushed: Path, field: str, *,
     return lines
 
 
-def box_path(dst: str, field: str, *, relative_ok: bool = False) -> str:
-    """A destination on the box as a shell word: absolute, or under the box user's home."""
+def box_path(dst: str, field: str, *, relative_ok: bool = False,
+             relative_to: str | None = None) -> str:
+    """A destination on the box as a shell word: absolute, or under the box user's home;
+    a relative one under `relative_to` (a shell word: SkyPilot reads `data/x` as
+    ~/sky_workdir/data/x, rgt's copy of the workdir) where the task's tool has one."""
     if dst.startswith("/") or (relative_ok and dst.startswith("./")):
         return shlex.quote(dst)
     if dst == "~" or dst.startswith("~/"):
         rest = dst[2:]
         return '"$HOME"' + (f"/{shlex.quote(rest)}" if rest else "")
+    if relative_to is not None and dst and ".." not in Path(dst).parts:
+        rest = dst[2:] if dst.startswith("./") else dst
+        return relative_to + (f"/{shlex.quote(rest)}" if rest not in ("", ".") else "")
     raise UserError(f"{field}.{dst}: a relative destination; write it as an absolute path or "
                     "under ~/ (rgt does not guess what it is relative to)")
 

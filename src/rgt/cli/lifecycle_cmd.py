@@ -174,6 +174,14 @@ def run_cmd(
     """
     fixed = streams_flag(streams)
     store = Store()
+    from rgt.cli import pipeline_run  # a SkyPilot pipeline: its stages as chained jobs
+
+    chain = pipeline_run.pipeline_file(job or [], "--" in sys.argv[1:])
+    if chain is not None:
+        return pipeline_run.run_pipeline(store, name, chain, after=after, dry_run=dry_run,
+                                         fresh=fresh, streams=fixed, down=down_after,
+                                         skip_resource_check=skip_resource_check,
+                                         outputs=output or [])
     spec = _job_spec(name, job or [], output or [])
     if down_after and not dry_run:  # refused before anything is pushed, not after the run
         from rgt.lifecycle import autodown
