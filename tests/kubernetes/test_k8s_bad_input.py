@@ -108,10 +108,15 @@ def test_run_with_an_image_that_does_not_exist(kube, home, tmp_path):
     assert "RUNS" in rgt("ls").stdout and rgt("watch", "k8s").returncode == 2  # no run kept
 
 
-def test_multi_node_is_refused(kube, home, tmp_path):
+def test_multi_node_on_a_read_write_once_claim_is_refused(kube, home, tmp_path):
+    """The pods of a multi-node job all mount the box's claim, each from its own node: a
+    ReadWriteOnce claim would leave all but one waiting forever (Multi-Attach)."""
     up(tmp_path)
     spec = job_spec(tmp_path)
     spec.write_text(spec.read_text().replace('time: "10m"', 'time: "10m", nodes: 2'))
     done = rgt("run", "k8s", str(spec))
-    assert done.returncode == 2 and "multi-node training" in done.stderr
-    assert kube.jobs() == []
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "PVC rgt-k8s is ReadWriteOnce" in done.stderr and "--access-mode ReadWriteMany" \
+        in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert kube.jobs() == [] and kube.api.list("services", "ml") == []

@@ -65,6 +65,7 @@ def every_manifest():
                      {"operator": "Exists"}],
         extra_labels={"team": "vision", "example.com/cost-center": "42"})
     yield "job-from-a-spec", yaml.safe_load_all(section_render())
+    yield "multi-node-from-a-spec", list(yaml.safe_load_all(multi_node_render()))
     yield "door", door_manifest(name=dns_name("rgt-door", "gpu-box", "a1b2c3", limit=63),
                                 box="gpu-box", image=IMAGE, claim="rgt-gpu-box",
                                 mount_path="/checkpoints", source=script_source("door").decode(),
@@ -91,11 +92,21 @@ def section_render(section: dict | None = None) -> str:
     return platform_for("kubernetes").render(box, spec, "mnist-20260101-120000-ab12")
 
 
+def multi_node_render(**spec) -> str:
+    """`rgt render` of a 2-node job for a box never registered: PVC, Service, Job."""
+    job_spec = JobSpec.model_validate({"name": "ddp", "run": "python multinode.py 6 2",
+                                       "resources": {"gpu": "H100:8", "nodes": 2}, **spec})
+    box = Box(name="gpu-box", profile="kubernetes", connection={"namespace": "ml"},
+              data_dir="/checkpoints", durable_dir="/checkpoints", rate=None, state="up",
+              created=0.0, extra={"image": IMAGE})
+    return platform_for("kubernetes").render(box, job_spec, "ddp-20260101-120000-ab12")
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("label,manifest", list(every_manifest()),
                          ids=[label for label, _ in every_manifest()])
 def test_manifest_validates_strictly(label, manifest, version):
-    for document in manifest if label == "job-from-a-spec" else [manifest]:
+    for document in manifest if label.endswith("-from-a-spec") else [manifest]:
         kubernetes_validate.validate(document, version, strict=True)
 
 
@@ -180,9 +191,42 @@ def test_job_shape_follows_the_rules_schemas_cannot_state():
     assert "resources" not in job()["spec"]["template"]["spec"]["containers"][0]
 
 
-def test_multi_node_is_refused_clearly():
-    with pytest.raises(UserError, match="multi-node training .* is not supported"):
-        job(nodes=2)
+def test_multi_node_is_an_indexed_job_under_a_headless_service():
+    pvc, service, job_doc = yaml.safe_load_all(multi_node_render())
+    assert [d["kind"] for d in (pvc, service, job_doc)] == \
+        ["PersistentVolumeClaim", "Service", "Job"]  # the Service before the Job
+    name = job_doc["metadata"]["name"]
+    spec, pod = job_doc["spec"], job_doc["spec"]["template"]["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == \
+        ("Indexed", 2, 2)
+    assert spec["backoffLimit"] == 0  # one pod failing fails the Job: no pod retried alone
+    assert [r["action"] for r in spec["podFailurePolicy"]["rules"]] == ["FailJob", "FailJob"]
+    assert service["metadata"]["name"] == pod["subdomain"] == name
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"]
+    assert set(service["spec"]["selector"].items()) <= \
+        set(spec["template"]["metadata"]["labels"].items())
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["RGT_NODE_IPS"] == f"{name}-0.{name}\n{name}-1.{name}"
+    assert env["MASTER_ADDR"] == env["RGT_HEAD_NODE"] == f"{name}-0.{name}"
+    assert env["RGT_NUM_NODES"] == "2" and env["RGT_GPUS_PER_NODE"] == "8"
+    assert "RGT_NODE_RANK" not in env  # each pod's own: its completion index, in the script
+    script = pod["containers"][0]["command"][2]
+    assert 'RGT_NODE_RANK="$JOB_COMPLETION_INDEX"' in script
+    assert "torchrun --nnodes=$RGT_NUM_NODES --nproc-per-node=8" in script
+    # a SkyPilot task's run is its own per-node launch line: run as written
+    sky = next(d for d in yaml.safe_load_all(multi_node_render(dialect="skypilot"))
+               if d["kind"] == "Job")["spec"]["template"]["spec"]["containers"][0]
+    assert "torchrun" not in sky["command"][2] and "python multinode.py 6 2" in sky["command"][2]
+
+
+@pytest.mark.parametrize("spec,says", [
+    ({"grid": {"lr": [0.1, 0.2]}}, "multi-node sweep is not supported"),
+    ({"recover": {"max_restarts": 2}}, "a lone replacement cannot rejoin"),
+    ({"run": "torchrun --nproc-per-node=8 train.py"}, "without a rendezvous"),
+])
+def test_multi_node_refuses_what_it_cannot_honour(spec, says):
+    with pytest.raises(UserError, match=says):
+        multi_node_render(**spec)
 
 
 def test_units_and_names():

@@ -130,6 +130,9 @@ class FakeKubeApi:
         self.server: ThreadingHTTPServer | None = None
         self.scheme = "http"
         self.cut_proxy_after: list[int] = []  # the next proxied /file answers stop after N bytes
+        # API groups served besides the built-in ones, for discovery only (a cluster with JobSet
+        # or the training operator installed): group → (version, {plural: kind})
+        self.extra_groups: dict[str, tuple[str, dict[str, str]]] = {}
         for ns in namespaces:
             self.put("namespaces", "", {"apiVersion": "v1", "kind": "Namespace",
                                         "metadata": {"name": ns},

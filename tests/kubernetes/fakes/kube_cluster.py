@@ -6,6 +6,10 @@ that run each pod's container as a real local process.
   job that writes /checkpoints/... writes the claim, and every pod of the claim sees the same
   files. Its environment is the container's `env` (values and the downward API fields rgt
   uses), its stdout/stderr the pod log, its IP a loopback address of its own (127.0.x.y).
+  It has its own UTS namespace too (`unshare --uts`), with the pod's hostname (an Indexed
+  Job's pod: `<job>-<index>`), and its own /etc/hosts bind-mounted in its mount namespace:
+  the kubelet's lines plus the records the cluster DNS would serve for headless Services
+  (kube_dns), so pod i of a multi-node Job reaches pod j at `<job>-<j>.<service>`.
 * Scheduling honours nvidia.com/gpu: a pod whose limit no node can fit stays Pending with
   the scheduler's own message and a FailedScheduling event (K8S1). A ReadWriteOnce claim in
   use on one node does not attach on another: Multi-Attach (K8S4).
@@ -38,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kube_api import ApiFailure, FakeKubeApi, kind_ref, now_iso
+from kube_dns import Names, hostname
 
 TICK_S = 0.05
 
@@ -70,6 +75,7 @@ class Cluster:
         self.ips = (f"127.{net}.{i // 250}.{i % 250 + 2}" for i in itertools.count(10))
         self.attached: dict[str, tuple[str, float | None]] = {}  # claim uid → (node, until)
         self.stopping = False
+        self.names = Names(self.root)
         self.api.cluster = self
         for name, gpus in self.nodes.items():
             self.add_node(name, gpus)
@@ -257,6 +263,7 @@ class Cluster:
                     self._jobs()
                     self._schedule()
                     self._start()
+                    self.names.refresh(self.api, set(self.procs))
                     self._release_claims()
             except Exception as err:  # noqa: BLE001 — a fake's bug must be seen, not hang
                 print(f"[kube-fake] controller error: {err!r}", file=sys.stderr)
@@ -527,7 +534,7 @@ class Cluster:
         pod["status"]["podIPs"] = [{"ip": ip}]
         pod["status"]["hostIP"] = "127.0.0.1"
         env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-               "HOME": str(self.root / "home"), "HOSTNAME": meta["name"]}
+               "HOME": str(self.root / "home"), "HOSTNAME": hostname(pod)}
         index = meta.get("annotations", {}).get("batch.kubernetes.io/job-completion-index")
         if index is not None:
             env["JOB_COMPLETION_INDEX"] = index
@@ -554,20 +561,24 @@ class Cluster:
                 source = self.root / "emptydir" / meta["uid"] / mount["name"]
                 source.mkdir(parents=True, exist_ok=True)
             mounts += [str(source), mount["mountPath"]]
+        mounts += [str(self.names.write(self.api, pod)), "/etc/hosts"]
         argv = list(container.get("command") or []) + list(container.get("args") or [])
         log = self.root / "logs" / meta["uid"]
         log.parent.mkdir(parents=True, exist_ok=True)
         (self.root / "home").mkdir(exist_ok=True)
-        # mount each volume at its path in a private mount namespace, then exec the container
-        boot = ('while [ $# -gt 0 ] && [ "$1" != -- ]; do mkdir -p "$2" && '
+        # mount each volume (and the hosts file) at its path in a private mount namespace,
+        # take the pod's hostname in a UTS namespace of its own, then exec the container
+        boot = ('hostname "$1" || exit 111; shift; '
+                'while [ $# -gt 0 ] && [ "$1" != -- ]; do { [ -e "$2" ] || mkdir -p "$2"; } && '
                 'mount --bind "$1" "$2" || exit 111; shift 2; done; shift; '
                 'cd "${RGT_FAKE_WORKDIR:-/}" && exec "$@"')
         if container.get("workingDir"):
             env["RGT_FAKE_WORKDIR"] = container["workingDir"]
         with open(log, "ab") as out:
             popen = subprocess.Popen(
-                ["unshare", "--mount", "--propagation", "private", "sh", "-c", boot, "sh",
-                 *mounts, "--", *argv], env=env, stdout=out, stderr=subprocess.STDOUT,
+                ["unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", boot,
+                 "sh", hostname(pod), *mounts, "--", *argv], env=env, stdout=out,
+                stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True)
         self.procs[meta["uid"]] = Proc(popen, log, node)
         started = now_iso()

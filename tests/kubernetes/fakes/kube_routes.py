@@ -53,14 +53,21 @@ def discovery(api, path: str) -> Any:
     if path == "/api":
         return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
             {"clientCIDR": "0.0.0.0/0", "serverAddress": api.url.split("//")[1]}]}
+    served = {**GROUPS, **{g: v for g, (v, _) in api.extra_groups.items()}}
     if path == "/apis":
         return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
             {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
              "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v}}
-            for g, v in GROUPS.items()]}
+            for g, v in served.items()]}
     if path == "/api/v1":
         return resource_list("v1")
     match = re.match(r"^/apis/([^/]+)/([^/]+)$", path)
+    if match and match[1] in api.extra_groups and api.extra_groups[match[1]][0] == match[2]:
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": path[6:],
+                "resources": [{"name": plural, "singularName": kind.lower(), "namespaced": True,
+                               "kind": kind, "verbs": ["create", "delete", "get", "list",
+                                                       "patch", "update", "watch"]}
+                              for plural, kind in api.extra_groups[match[1]][1].items()]}
     if match and GROUPS.get(match[1]) == match[2]:
         return resource_list(f"{match[1]}/{match[2]}")
     return None

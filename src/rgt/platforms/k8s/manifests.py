@@ -17,7 +17,8 @@
   the API server's pod proxy (see rgt.platforms.k8s.door for why this path); its token is in a
   Secret of its own, which the pod names (secretKeyRef) and which goes with it.
 
-Multi-node training (resources.nodes > 1) is refused: one pod may hold many GPUs.
+Multi-node training (resources.nodes > 1) is one Indexed Job of N pods plus a headless
+Service: rgt.platforms.k8s.group says how and why.
 """
 
 from __future__ import annotations
@@ -180,13 +181,23 @@ echo "[rgt] trainer exited $rgt_rc at $(date -u +%FT%TZ)"
 
 
 def pod_script(*, run: str, setup: str, outputs: Sequence[str], cells: Sequence[Mapping[str,
-               Any]] | None = None, lib: str | None = None) -> str:
+               Any]] | None = None, lib: str | None = None,
+               rank_lines: Sequence[str] = ()) -> str:
     """What every pod of the Job runs (bash is PID 1: it forwards SIGTERM to the trainer, whose
-    rgt.ckpt checkpoints and exits 85, and exits with the trainer's code)."""
-    lines = ["set -u",
-             'exec > >(tee -a "$RGT_LOG") 2>&1  # the PVC keeps the log past the pod',
-             'echo "[rgt] pod $RGT_POD_NAME on node ${RGT_NODE_NAME:-?} at '
-             '$(date -u +%FT%TZ)"']
+    rgt.ckpt checkpoints and exits 85, and exits with the trainer's code).
+
+    `rank_lines` (a multi-node job): they set the pod's rank first; node 0 writes the run's
+    log, node i its own `log.node-<i>` beside it (the pods share the claim, and appends from
+    several machines to one file interleave or, on NFS, overwrite), and only node 0 copies
+    the outputs (every pod sees the same workdir on the claim)."""
+    lines = ["set -u"]
+    if rank_lines:
+        lines += [*rank_lines,
+                  '[ "$RGT_NODE_RANK" = 0 ] || RGT_LOG="$RGT_LOG.node-$RGT_NODE_RANK"']
+    lines += ['exec > >(tee -a "$RGT_LOG") 2>&1  # the PVC keeps the log past the pod',
+              'echo "[rgt] pod $RGT_POD_NAME'
+              + (' (node $RGT_NODE_RANK of $RGT_NUM_NODES)' if rank_lines else '')
+              + ' on node ${RGT_NODE_NAME:-?} at $(date -u +%FT%TZ)"']
     if cells is not None:
         lines += ['rgt_cell=${JOB_COMPLETION_INDEX:?not an Indexed Job pod}',
                   'case "$rgt_cell" in']
@@ -209,7 +220,8 @@ def pod_script(*, run: str, setup: str, outputs: Sequence[str], cells: Sequence[
     lines.append(_RUN_AND_WAIT.rstrip("\n"))
     if outputs and cells is None:
         globs = " ".join(shlex.quote(o) for o in outputs)
-        lines += ['if [ "$rgt_rc" -eq 0 ]; then',
+        lines += ['if [ "$rgt_rc" -eq 0 ]' + (' && [ "$RGT_NODE_RANK" = 0 ]' if rank_lines
+                                               else "") + '; then',
                   "  shopt -s nullglob globstar",
                   f'  for rgt_o in {globs}; do cp -a --parents "$rgt_o" "$RGT_OUT_DIR"/ '
                   "|| rgt_rc=$?; done",
@@ -257,7 +269,7 @@ def node_selector(text: str) -> dict[str, str]:
 def job_manifest(*, name: str, box: str, run_id: str, image: str, script: str,
                  env: Mapping[str, str], claim: str, mount_path: str, gpus: int = 0,
                  cpus: int | None = None, mem: str | None = None, disk: str | None = None,
-                 nodes: int = 1,
+                 nodes: int = 1, service: str | None = None,
                  time_limit: str | None = None, ckpt_write_s: float | None = None,
                  backoff_limit: int = DEFAULT_BACKOFF, ttl_s: int = DEFAULT_TTL_S,
                  cells: int | None = None, max_parallel: int | None = None,
@@ -267,12 +279,12 @@ def job_manifest(*, name: str, box: str, run_id: str, image: str, script: str,
                  priority_class: str | None = None,
                  extra_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The run's Job. `service_account`, `tolerations`, `priority_class` and `extra_labels`
-    come from the spec's `kubernetes:` section; rgt's own labels win over the user's."""
-    if nodes > 1:
-        raise UserError(f"resources.nodes={nodes}: rgt runs a Kubernetes job as one pod; "
-                        "multi-node training (torchrun across pods) is not supported — use one "
-                        "pod with several GPUs (gpu: A100:8), or a PyTorchJob (Kubeflow "
-                        "Training Operator) outside rgt")
+    come from the spec's `kubernetes:` section; rgt's own labels win over the user's.
+    `nodes` > 1: an Indexed Job of that many pods under the headless Service `service`
+    (rgt.platforms.k8s.group)."""
+    if nodes > 1 and (not service or cells is not None):
+        raise UserError(f"resources.nodes={nodes}: a multi-node Job needs its headless "
+                        "Service and cannot be a sweep")
     pod_labels = {**(extra_labels or {}), **labels(box, run_id, "job")}
     container: dict[str, Any] = {
         "name": CONTAINER, "image": image, "command": ["bash", "-c", script],
@@ -321,6 +333,12 @@ def job_manifest(*, name: str, box: str, run_id: str, image: str, script: str,
     if cells is not None:
         spec.update(completionMode="Indexed", completions=cells,
                     parallelism=min(cells, max_parallel or cells))
+    if nodes > 1 and service:
+        from rgt.platforms.k8s.group import group_spec  # it builds on this module's names
+
+        job_fields, pod_fields = group_spec(nodes, service)
+        spec.update(job_fields)
+        pod.update(pod_fields)
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "labels": dict(pod_labels)}, "spec": spec}
 

@@ -13,7 +13,9 @@ Code reaches the claim through the door (rgt.platforms.k8s.door: a tar through t
 server's pod proxy); the image stays the environment, pinned by digest (U30). `run` submits a
 batch/v1 Job (a sweep: one Indexed Job) whose pods mount the claim where the door did, so
 `$RGT_CKPT_DIR`, the code, the log and the outputs all live on it; an evicted, preempted or lost
-pod is replaced by the Job controller and resumes from the checkpoint home. `watch` reads the
+pod is replaced by the Job controller and resumes from the checkpoint home. A multi-node job
+(resources.nodes > 1) is an Indexed Job of N pods under a headless Service, failing as a
+whole (rgt.platforms.k8s.group). `watch` reads the
 Job, its pods and their events (rgt.platforms.k8s.diagnose: K8S1-K8S6); `logs` the pods' logs;
 `pull` fetches from the claim through a door; `down` deletes the Jobs and their pods, deletes
 the claim rgt created (the Iron Law already held), and says plainly that the cluster's nodes
@@ -55,6 +57,17 @@ from rgt.platforms.k8s.checks import (
 )
 from rgt.platforms.k8s.diagnose import image_failure, job_summary, pod_trouble
 from rgt.platforms.k8s.door import DoorTransport
+from rgt.platforms.k8s.group import (
+    RANK_NAMES,
+    audit_verdicts,
+    by_rank,
+    group_env,
+    group_summary,
+    rank_lines,
+    refuse_claim,
+    refuse_for_group,
+    service_manifest,
+)
 from rgt.platforms.k8s.kubeconfig import load_kubeconfig, resolve
 from rgt.platforms.k8s.manifests import (
     BOX_LABEL,
@@ -71,9 +84,11 @@ from rgt.platforms.k8s.manifests import (
     require_digest,
 )
 from rgt.platforms.slurm.options import grid_cells
-from rgt.platforms.slurm.script import grid_command
+from rgt.platforms.slurm.script import ENV_NPROC_PER_NODE, ENV_RDZV_PORT, grid_command
 from rgt.profiles import load_profile
+from rgt.remote.launchers import refuse_lone_launchers, torchrun_command
 from rgt.remote.layout import Layout, job_environment
+from rgt.remote.node_env import RDZV_PORT
 from rgt.spec import JobSpec
 from rgt.spec_sections import KubernetesSettings
 from rgt.store import LIVE, Box, Run, Store
@@ -87,6 +102,7 @@ ENV_NODE_SELECTOR = "RGT_K8S_NODE_SELECTOR"
 ENV_TTL_S = "RGT_K8S_TTL_S"
 ENV_START_WAIT_S = "RGT_K8S_START_WAIT_S"
 LOG_TAIL_LINES = 40
+INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
 class ImageRefused(UserError):
     """The Job's image cannot be pulled; rgt deleted the Job again."""
@@ -209,8 +225,18 @@ class KubernetesPlatform(Platform):
             claim = dns_name("rgt", box.name)
             documents.append(pvc_manifest(claim, box.name, DEFAULT_DISK))
             box = dataclasses.replace(box, extra={**box.extra, "claim": claim})
-        documents.append(self._job(box, spec, Layout.of(box, run_id, spec), None))
+        job = self._job(box, spec, Layout.of(box, run_id, spec), None)
+        service = self._service(box, spec, job)
+        documents += ([service] if service else []) + [job]
         return yaml.safe_dump_all(documents, sort_keys=False)
+
+    @staticmethod
+    def _service(box: Box, spec: JobSpec, job: dict) -> dict | None:
+        """A multi-node Job's headless Service (named as the Job: the pods' subdomain)."""
+        if spec.resources.nodes <= 1:
+            return None
+        return service_manifest(name=job["metadata"]["name"], box=box.name,
+                                run_id=job["metadata"]["labels"][RUN_LABEL])
 
     def _job(self, box: Box, spec: JobSpec, layout: Layout, write_s: float | None) -> dict:
         refuse_unsupported(self.profile, self.supports | {"nodes"}, spec.resources)
@@ -227,18 +253,24 @@ class KubernetesPlatform(Platform):
                    PYTHONUNBUFFERED="1")
         cells = grid_cells(spec.grid) if spec.grid else None
         command = grid_command(spec.run, spec.grid) if spec.grid else spec.run
-        script = pod_script(run=command, setup=spec.setup, outputs=spec.outputs, cells=cells,
-                            lib=layout.lib)
         r = spec.resources
+        name = dns_name("rgt", layout.run_id)
+        ranks: list[str] = []
+        if r.nodes > 1:
+            command = self._group_command(spec, env, name)
+            ranks = rank_lines()
+        script = pod_script(run=command, setup=spec.setup, outputs=spec.outputs, cells=cells,
+                            lib=layout.lib, rank_lines=ranks)
         try:
             ttl = int(spec.env.get(ENV_TTL_S) or 7 * 24 * 3600)
         except ValueError:
             raise UserError(f"{ENV_TTL_S} must be a number of seconds") from None
         return job_manifest(
-            name=dns_name("rgt", layout.run_id), box=box.name, run_id=layout.run_id,
+            name=name, box=box.name, run_id=layout.run_id,
             image=image, script=script, env=env, claim=box.extra["claim"],
             mount_path=box.durable_dir, gpus=r.gpu_count, cpus=r.cpus, mem=r.mem, disk=r.disk,
-            nodes=r.nodes, time_limit=r.time, ckpt_write_s=write_s,
+            nodes=r.nodes, service=name if r.nodes > 1 else None, time_limit=r.time,
+            ckpt_write_s=write_s,
             backoff_limit=spec.recover.max_restarts if spec.recover else DEFAULT_BACKOFF,
             ttl_s=ttl, cells=len(cells) if cells else None, max_parallel=spec.max_parallel,
             selector={**node_selector(spec.env.get(ENV_NODE_SELECTOR, "")),
@@ -247,6 +279,31 @@ class KubernetesPlatform(Platform):
             tolerations=[t.manifest() for t in k.tolerations],
             priority_class=k.priority_class, extra_labels=k.labels)
 
+    @staticmethod
+    def _group_command(spec: JobSpec, env: dict[str, str], name: str) -> str:
+        """A multi-node job: the contract's values in every pod's env (the rank from the
+        completion index, set by the script), and the command each pod runs: an rgt spec's
+        `run` is one worker, started under torchrun (c10d on the head pod); a SkyPilot or
+        dstack task's `run` runs as written on every node, as those tools run it."""
+        r = spec.resources
+        refuse_for_group(r.nodes, grid=bool(spec.grid), recover=spec.recover is not None)
+        refuse_lone_launchers(spec.run, r.nodes)
+        try:
+            port = int(spec.env.get(ENV_RDZV_PORT) or RDZV_PORT)
+            nproc = int(spec.env.get(ENV_NPROC_PER_NODE) or max(1, r.gpu_count))
+        except ValueError:
+            raise UserError(f"{ENV_RDZV_PORT} and {ENV_NPROC_PER_NODE} must be whole "
+                            "numbers") from None
+        if not 0 < port < 65536 or nproc < 1:
+            raise UserError(f"{ENV_RDZV_PORT} must be a port (1-65535) and "
+                            f"{ENV_NPROC_PER_NODE} at least 1")
+        for rank_name in RANK_NAMES:  # one machine's "0": each pod's script sets its own
+            env.pop(rank_name, None)
+        env.update(group_env(name, name, r.nodes, gpus_per_node=r.gpu_count, port=port))
+        if spec.dialect != "rgt":
+            return spec.run
+        return torchrun_command(spec.run, nproc, port=port)
+
     def launch(self, transport: Transport, box: Box, spec: JobSpec, layout: Layout, *,
                dependency: str | None = None) -> Launched:
         assert isinstance(transport, DoorTransport)
@@ -254,6 +311,9 @@ class KubernetesPlatform(Platform):
         write_s = measured_write_s(transport, layout.ckpt, spec.env.get(ENV_CKPT_WRITE_S))
         manifest = self._job(box, spec, layout, write_s)
         name = manifest["metadata"]["name"]
+        service = self._service(box, spec, manifest)
+        if service:
+            refuse_claim(kube, box.extra["claim"], spec.resources.nodes)
         notes = [f"SIGTERM lead (terminationGracePeriodSeconds): "
                  f"{manifest['spec']['template']['spec']['terminationGracePeriodSeconds']} s"
                  + (f", from the measured checkpoint write of {write_s:.1f} s" if write_s
@@ -268,18 +328,34 @@ class KubernetesPlatform(Platform):
             notes.append(f"the GPU model in {spec.resources.gpu!r} is not enforced: node labels "
                          "differ per cluster; pin it with kubernetes.node_selector "
                          "{label: value}")
+        if service:
+            notes.append(f"{spec.resources.nodes} pods, one Indexed Job: pod i is node i at "
+                         f"{name}-<i>.{name} (headless Service {name}); one pod failing fails "
+                         "the whole Job. Kubernetes does not gang-schedule: a pod left "
+                         "Pending keeps the others waiting at the rendezvous")
         # the door holds a ReadWriteOnce claim until it is gone: close it before the Job's pod
         transport.shut_door()
-        kube.create(kube.ns(BATCH, "jobs"), manifest)
+        if service:  # before the Job: its pods' names resolve from their start
+            kube.create(kube.ns(CORE, "services"), service)
+        try:
+            kube.create(kube.ns(BATCH, "jobs"), manifest)
+        except BaseException:
+            if service:
+                with contextlib.suppress(UserError):
+                    kube.delete(kube.ns(CORE, "services", name))
+            raise
         try:
             status = self._first_pod(kube, name, layout.run_id, notes)
         except ImageRefused:
+            if service:
+                kube.delete(kube.ns(CORE, "services", name))
             raise
         except UserError as err:  # the Job exists: the run must be recorded, never lost
             notes.append(f"could not follow the first pod ({err}); `rgt watch` will")
             status = "starting"
         info = {"kind": "kubernetes", "job": name, "namespace": kube.namespace,
                 "cells": len(spec.grid and grid_cells(spec.grid)) or None,
+                **({"nodes": spec.resources.nodes, "service": name} if service else {}),
                 "log": f"{layout.run_dir}/log"}
         return Launched(detach=f"k8s-job:{name}", platform_run=info, status=status,
                         notes=notes)
@@ -332,10 +408,13 @@ class KubernetesPlatform(Platform):
                           if str((e.get("involvedObject") or {}).get("name") or "")
                           .startswith(info["job"])]
         tail: list[str] = []
-        if pods:
+        nodes = int(info.get("nodes") or 1)
+        if pods:  # the newest pod's log; a group's head's (node 0)
             with contextlib.suppress(ApiError):
-                tail = kube.log(pods[-1]["metadata"]["name"],
-                                tail_lines=LOG_TAIL_LINES).splitlines()
+                tail = kube.log((by_rank(pods)[0] if nodes > 1 else pods[-1])["metadata"]
+                                ["name"], tail_lines=LOG_TAIL_LINES).splitlines()
+        if nodes > 1:
+            return group_summary(job, pods, events, tail, nodes=nodes, last_status=run.status)
         return job_summary(job, pods, events, tail, last_status=run.status)
 
     def logs(self, transport: Transport, box: Box, run: Run, *, lines: int | None = None,
@@ -349,10 +428,16 @@ class KubernetesPlatform(Platform):
         if lines is not None and lines < 0:
             raise UserError(f"--tail/-n takes a number of lines >= 0, not {lines}")
         kube = transport.kube if isinstance(transport, DoorTransport) else kube_for(box)
+        group = int((run.spec.get("platform_run") or {}).get("nodes") or 1) > 1
+        pods = self._pods(kube, run, cell)
         text = ""
-        for pod in self._pods(kube, run, cell):
+        for pod in by_rank(pods) if group else pods:
             with contextlib.suppress(ApiError):  # still waiting to start: no log yet
-                text += kube.log(pod["metadata"]["name"])
+                log = kube.log(pod["metadata"]["name"])
+                if group:  # whose lines these are: each node's pod, head first
+                    text += (f"[rgt] ---- node {pod['metadata']['labels'].get(INDEX_LABEL)}: "
+                             f"pod {pod['metadata']['name']} ----\n")
+                text += log
         if since_byte is not None:
             return text.encode()[int(since_byte):].decode(errors="replace")
         if lines is not None:
@@ -385,9 +470,12 @@ class KubernetesPlatform(Platform):
         kube = transport.kube if isinstance(transport, DoorTransport) else kube_for(box)
         job = str((run.spec.get("platform_run") or {}).get("job") or "")
         gone = kube.delete(kube.ns(BATCH, "jobs", job)) if job else False
-        return {"sent": [f"delete job {job} (its pods: SIGTERM, SIGKILL after {grace_s:g} s)"
-                         if gone else f"job {job or '?'} already gone"],
-                "escalated": False}
+        sent = [f"delete job {job} (its pods: SIGTERM, SIGKILL after {grace_s:g} s)"
+                if gone else f"job {job or '?'} already gone"]
+        service = str((run.spec.get("platform_run") or {}).get("service") or "")
+        if service and kube.delete(kube.ns(CORE, "services", service)):
+            sent.append(f"delete its headless service {service}")
+        return {"sent": sent, "escalated": False}
 
     # ------------------------------------------------------------------ rgt pull
 
@@ -422,11 +510,17 @@ class KubernetesPlatform(Platform):
             jobs = kube.items(BATCH, "jobs", labels=selector)
             for job in jobs:
                 kube.delete(kube.ns(BATCH, "jobs", job["metadata"]["name"]))
+            services = []
+            with contextlib.suppress(ApiError):  # a user who may not list them made none
+                services = kube.items(CORE, "services", labels=selector)
+            for service in services:  # multi-node jobs' headless Services
+                kube.delete(kube.ns(CORE, "services", service["metadata"]["name"]))
             doors = kube.items(CORE, "pods", labels=f"{selector},{PART_LABEL}=door")
             for pod in doors:  # and the token Secret each door names (its own name)
                 kube.delete(kube.ns(CORE, "secrets", pod["metadata"]["name"]))
                 kube.delete(kube.ns(CORE, "pods", pod["metadata"]["name"]))
             done.append(f"deleted {len(jobs)} Job(s) and their pods"
+                        + (f", {len(services)} headless Service(s)" if services else "")
                         + (f", {len(doors)} door pod(s)" if doors else ""))
             claim = box.extra.get("claim")
             still = _still_billing(box)
@@ -467,8 +561,10 @@ class KubernetesPlatform(Platform):
         if gpus is not None and not any(gpus.values()):
             verdicts.append({"level": "warn", "id": "K8S1", "message": "no node advertises "
                              "nvidia.com/gpu: GPU pods stay Pending (device plugin down?)"})
+        multi_node, more = audit_verdicts(kube, modes)
+        verdicts += more
         return {"kubernetes": {"gpus_per_node": gpus, "pvc": {"phase": phase, "modes": modes},
-                               "verdicts": verdicts}}
+                               "multi_node": multi_node, "verdicts": verdicts}}
 
 
 def _still_billing(box: Box) -> list[str]:

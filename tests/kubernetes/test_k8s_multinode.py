@@ -1,0 +1,246 @@
+"""Multi-node training on Kubernetes, through rgt, on the fake cluster: an Indexed Job of two
+pods under a headless Service, each pod a real process with its own loopback address,
+hostname and /etc/hosts (the fake's stand-in for the cluster DNS), so pod i reaches pod j at
+`<job>-<j>.<service>` as on a real cluster.
+
+PyTorch's multi-node DDP example (tests/ddp_examples.py: gloo on CPU) trains across both pods
+under the torchrun rgt starts; each pod's contract variables are what node_env says; one pod
+killed fails the Job as a whole; cancel and `down` take the Service with the Job."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from cli import rgt
+from ddp_examples import multinode_workdir
+from kube_api import FakeKubeApi
+from kube_cluster import Cluster
+from kubekit import IMAGE, make_tls, write_kubeconfig
+
+from rgt.lifecycle.boxes import up
+from rgt.lifecycle.launch import launch
+from rgt.spec import JobSpec, Resources
+from rgt.store import Store
+
+NS = "ml"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout: float = 60, what: str = ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One fake cluster (two nodes) and one box on a ReadWriteMany claim for the module."""
+    root = tmp_path_factory.mktemp("k8s-multinode")
+    cert, key, ca = make_tls(root / "tls")
+    api = FakeKubeApi(namespaces=("default", NS)).start(tls=(cert, key))
+    cluster = Cluster(api, root / "cluster", nodes={"node-a": 0, "node-b": 0}, images={IMAGE})
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("KUBECONFIG", str(write_kubeconfig(root / "kubeconfig", api.url, ca=ca)))
+        env.setenv("RGT_HOME", str(root / "rgt-home"))
+        up(Store(), "k8s", "kubernetes", None, rate=None, data_dir=None, durable_dir=None,
+           resources=Resources(image=IMAGE, disk="1G"),
+           options={"mount_path": str(root / "mnt" / "shared"), "access_mode": "ReadWriteMany"})
+        yield cluster, root
+    cluster.stop()
+    api.stop()
+
+
+def job_pods(api: FakeKubeApi, run_id: str) -> list[dict]:
+    return [p for p in api.list("pods", NS) if p["metadata"]["labels"].get("rgt.dev/run")
+            == run_id]
+
+
+CONTRACT = ("RGT_NODE_RANK", "SKYPILOT_NODE_RANK", "DSTACK_NODE_RANK", "RGT_NUM_NODES",
+            "SKYPILOT_NUM_NODES", "DSTACK_NODES_NUM", "RGT_HEAD_NODE", "DSTACK_MASTER_NODE_IP",
+            "MASTER_ADDR", "MASTER_PORT", "RGT_GPUS_PER_NODE", "JOB_COMPLETION_INDEX")
+
+
+SHOW = """import os, socket, time
+names = os.environ["RGT_NODE_IPS"].split("\\n")
+for v in CONTRACT_NAMES:
+    print(f"{v}={os.environ.get(v, '<unset>')}")
+print("IPS=" + " ".join(names))
+print("HOST=" + socket.gethostname())
+for name in names:  # the DNS lags a pod's start a little, as a real cluster's does
+    for _ in range(50):
+        try:
+            print(f"RESOLVES {name} {socket.gethostbyname(name)}")
+            break
+        except socket.gaierror:
+            time.sleep(0.1)
+port = int(os.environ["MASTER_PORT"])
+if os.environ["RGT_NODE_RANK"] == "0":
+    conn, _ = socket.create_server(("", port)).accept()
+    print("HEAD GOT", conn.recv(64).decode())
+else:
+    for _ in range(200):
+        try:
+            socket.create_connection((os.environ["RGT_HEAD_NODE"], port), timeout=5).sendall(
+                b"hello from node 1")
+            print("SENT")
+            break
+        except OSError:
+            time.sleep(0.1)
+""".replace("CONTRACT_NAMES", repr(CONTRACT))
+
+
+def test_each_pod_gets_its_rank_the_addresses_and_reaches_the_others(cluster):
+    """A SkyPilot-style task (run as written on every node): the contract's variables, each
+    address resolving to that pod's own IP, and the head reachable by name from node 1."""
+    fake, root = cluster
+    port = free_port()
+    work = root / "contract"
+    work.mkdir(exist_ok=True)
+    (work / "show.py").write_text(SHOW)
+    spec = JobSpec.model_validate({"name": "contract", "run": "python show.py",
+                                   "dialect": "skypilot", "workdir": str(work),
+                                   "resources": {"nodes": 2},
+                                   "env": {"RGT_RDZV_PORT": str(port)}})
+    run, notes = launch(Store(), "k8s", spec)
+    assert any("2 pods, one Indexed Job" in n for n in notes), notes
+    job = run.spec["platform_run"]["job"]
+    service = fake.api.get("services", NS, job)
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["selector"]
+    done = wait_for(lambda: (lambda s: s if s["status"] in ("succeeded", "failed") else None)(
+        watch()), what="the contract job's end")
+    assert done["status"] == "succeeded", done
+    logs = rgt("logs", "k8s").stdout
+    names = [f"{job}-0.{job}", f"{job}-1.{job}"]
+    ips = {}
+    for pod in job_pods(fake.api, run.id):
+        rank = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        ips[rank] = pod["status"]["podIP"]
+        assert pod["spec"]["hostname"] == f"{job}-{rank}" and pod["spec"]["subdomain"] == job
+    assert len(set(ips.values())) == 2, ips  # each pod an address of its own
+    blocks = logs.split("[rgt] ---- node ")[1:]
+    assert [b.split(":")[0] for b in blocks] == ["0", "1"], logs
+    for rank, block in enumerate(blocks):
+        for name, want in (("RGT_NODE_RANK", rank), ("SKYPILOT_NODE_RANK", rank),
+                           ("DSTACK_NODE_RANK", rank), ("JOB_COMPLETION_INDEX", rank),
+                           ("RGT_NUM_NODES", 2), ("SKYPILOT_NUM_NODES", 2),
+                           ("DSTACK_NODES_NUM", 2), ("RGT_HEAD_NODE", names[0]),
+                           ("DSTACK_MASTER_NODE_IP", names[0]), ("MASTER_ADDR", names[0]),
+                           ("MASTER_PORT", port), ("RGT_GPUS_PER_NODE", 0),
+                           ("IPS", " ".join(names)), ("HOST", f"{job}-{rank}")):
+            assert f"\n{name}={want}\n" in block, (name, block)
+        for i, name in enumerate(names):  # every pod resolves every pod, to its own IP
+            assert f"RESOLVES {name} {ips[str(i)]}" in block, block
+    assert "HEAD GOT hello from node 1" in blocks[0] and "SENT" in blocks[1], logs
+
+
+def watch() -> dict:
+    from rgt.lifecycle.watch import refresh
+
+    store = Store()
+    box = store.box("k8s")
+    return refresh(store, box, store.run("k8s", None))
+
+
+@pytest.fixture(scope="module")
+def ddp_spec(cluster) -> Path:
+    _, root = cluster
+    multinode_workdir(root / "ddp")
+    spec = root / "ddp.yaml"
+    spec.write_text("name: ddp\nworkdir: ddp\nrun: python multinode.py 6 2\n"
+                    "resources: {nodes: 2}\n"
+                    f'env: {{RGT_RDZV_PORT: "{free_port()}", RGT_CKPT_WRITE_S: "1"}}\n')
+    return spec
+
+
+def test_ddp_example_trains_across_two_pods(cluster, ddp_spec, tmp_path):
+    fake, _ = cluster
+    started = rgt("run", "k8s", str(ddp_spec))
+    assert started.returncode == 0, started.stdout + started.stderr
+    done = rgt("watch", "k8s", "--until-done", "--timeout", "120")
+    assert done.returncode == 0, done.stdout + done.stderr
+    logs = rgt("logs", "k8s").stdout
+    # both ranks trained every epoch, each in its own pod (node 0's pod hosts rank 0)
+    node0, node1 = logs.split("[rgt] ---- node 1:")
+    for epoch in range(6):
+        assert f"[GPU0] Epoch {epoch} | Batchsize: 32 | Steps: 32" in node0, logs
+        assert f"[GPU1] Epoch {epoch} | Batchsize: 32 | Steps: 32" in node1, logs
+    assert "Training snapshot saved" in node0 and "Training snapshot saved" not in node1
+    pulled = rgt("pull", "k8s", "--dest", str(tmp_path / "got"))
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    (log,) = (tmp_path / "got" / "logs").glob("*.log")
+    text = log.read_text()  # node 0's log, the run's (node 1's is log.node-1 beside it)
+    assert "[GPU0] Epoch 5" in text and "[GPU1]" not in text and "(node 0 of 2)" in text
+    assert fake.api.list("services", NS)  # kept with its finished Job until down/cancel
+
+
+def test_one_pod_killed_fails_the_whole_job(cluster, ddp_spec):
+    fake, _ = cluster
+    ddp_spec.write_text(ddp_spec.read_text().replace("multinode.py 6 2", "multinode.py 400 50"))
+    started = rgt("run", "k8s", str(ddp_spec))
+    assert started.returncode == 0, started.stdout + started.stderr
+    run_id = Store().run("k8s", None).id
+    log1 = wait_for(lambda: next((fake.root / "volumes").glob(f"*/rgt/{run_id}/log.node-1"),
+                                 None), what="node 1's log on the claim")
+    wait_for(lambda: "[GPU1] Epoch 2" in log1.read_text(), what="node 1 training")
+    (victim,) = [p for p in job_pods(fake.api, run_id) if p["metadata"]["annotations"]
+                 ["batch.kubernetes.io/job-completion-index"] == "1"]
+    os.killpg(fake.procs[victim["metadata"]["uid"]].popen.pid, signal.SIGKILL)  # node 1 dies
+    done = rgt("watch", "k8s", "--until-done", "--timeout", "60")
+    assert done.returncode != 0, done.stdout + done.stderr
+    state = watch()
+    assert state["status"] == "failed", state
+    assert any("node 1 failed first" in c and "exit 137" in c and "fails as a whole" in c
+               for c in state["causes"]), state["causes"]
+    job = fake.api.get("jobs", NS, Store().run("k8s", None).spec["platform_run"]["job"])
+    failed = [c for c in job["status"]["conditions"] if c["type"] == "Failed"]
+    assert failed and failed[0]["reason"] == "PodFailurePolicy", job["status"]
+    # Kubernetes stopped node 0 too: nothing of the run is left running
+    wait_for(lambda: not [p for p in job_pods(fake.api, run_id)
+                          if p["status"]["phase"] in ("Pending", "Running")],
+             what="node 0 stopped")
+    assert "[GPU0] Epoch 399" not in rgt("logs", "k8s").stdout
+
+
+def test_audit_names_the_engines_and_down_takes_the_services(cluster):
+    fake, _ = cluster
+    fake.api.extra_groups = {"jobset.x-k8s.io": ("v1alpha2", {"jobsets": "JobSet"}),
+                             "kubeflow.org": ("v1", {"pytorchjobs": "PyTorchJob"})}
+    audit = rgt("audit", "k8s")
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    text = " ".join(audit.stdout.split())
+    assert "serves JobSet (jobset.x-k8s.io/v1alpha2), PyTorchJob (Kubeflow training " \
+           "operator) (kubeflow.org/v1); rgt runs resources.nodes > 1 as an Indexed Job" \
+           in text, text
+    fake.api.extra_groups = {}
+    kept = {s["metadata"]["name"] for s in fake.api.list("services", NS)}
+    assert len(kept) == 3, kept  # the finished runs' (their Jobs kept for their logs)
+    sleeper = JobSpec.model_validate({"name": "sleeper", "run": "sleep 60", "dialect": "dstack",
+                                      "workdir": str(cluster[1] / "contract"),
+                                      "resources": {"nodes": 2}})
+    run, _ = launch(Store(), "k8s", sleeper)
+    wait_for(lambda: watch()["status"] == "running", what="both sleepers running")
+    cancelled = rgt("cancel", "k8s", "--yes")
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    job = run.spec["platform_run"]["job"]
+    assert f"delete its headless service {job}" in cancelled.stdout, cancelled.stdout
+    assert fake.api.get("services", NS, job) is None and fake.api.get("jobs", NS, job) is None
+    assert {s["metadata"]["name"] for s in fake.api.list("services", NS)} == kept
+    down = rgt("down", "k8s", "--discard-results", input="k8s\n")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "headless Service(s)" in " ".join(down.stdout.split())
+    wait_for(lambda: not fake.api.list("services", NS) and not fake.api.list("jobs", NS),
+             what="the Jobs and Services gone")
