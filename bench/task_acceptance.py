@@ -43,7 +43,8 @@ from rgt.spec import load_spec
 
 SKY_WORDS = {"run", "setup", "resources", "service", "num_nodes", "file_mounts", "envs",
              "workdir", "pool"}
-FIELD = re.compile(r"`([A-Za-z_][\w.\-\[\]]*)`|\b((?:resources|envs|secrets|file_mounts)\.[\w.\-]*)")
+FIELD = re.compile(r"`([A-Za-z_][\w.\-\[\]]*)`"
+                   r"|\b((?:resources|envs|secrets|file_mounts)\.[\w.\-]*)")
 
 
 def held_out(relative: str) -> bool:

@@ -72,6 +72,9 @@ def copy_lines(copies: list[tuple[str, Path]], pushed: Path, field: str, *,
             raise UserError(f"{field}.{dst}: {src} is outside the folder rgt pushes ({pushed})"
                             "; rgt sends nothing else (a key or config of this machine stays "
                             "here): move it into that folder, or create it in `setup`") from None
+        if relative_to is not None and not dst.startswith(("/", "~")) \
+                and Path(dst) == rel:
+            continue  # its place in the workdir copy, where the push already put it
         where = box_path(dst, field, relative_ok=relative_ok, relative_to=relative_to)
         fail = shlex.quote(f"[rgt] {field}: cannot write {dst} on this box")
         if src.is_dir():
