@@ -188,8 +188,8 @@ def report(name: str, result: dict, show_held_out_fields: bool) -> None:
     for out, label in ((False, "looked at"), (True, "held out")):
         t = result["tally"][out]
         not_services = t["task files"] - t["services"]
-        pools = (f" ({t['pools']} of them pools; {t['accepted']} of {not_services + t['pools']}"
-                 " counting pools as tasks)" if t["pools"] else "")
+        pools = (f"; pools counted apart: {t['pools']}, {t['accepted']} of "
+                 f"{not_services + t['pools']} counting them as tasks" if t["pools"] else "")
         print(f"{name} ({label}): {t['task files']} files, {t['services']} services or other "
               f"types; accepted {t['accepted']} of {t['task files']}"
               f" ({t['accepted']} of {not_services} tasks{pools})"

@@ -11,18 +11,28 @@ So a SkyPilot user runs `rgt run BOX task.yaml` on the file they have. What maps
     workdir: {url, ref}                  cloned on the box into the job's code dir, at ref
     file_mounts: {/dst: ./local}         pushed inside the workdir and copied to /dst before
                                          setup; a source outside it, or a local source in
-                                         MOUNT mode (writes would go to a bucket), is refused
+                                         MOUNT mode (writes would go to a bucket), is refused;
+                                         a relative /dst (or ~/sky_workdir/…) is in the
+                                         workdir copy, as SkyPilot puts it
     file_mounts: {/dst: s3://b/p}        copied (COPY) or mounted (MOUNT) on the box with the
                                          tool it has, before setup (rgt.buckets)
     envs: {K: V}                         env; a null or empty value is read from this shell
                                          and sent as a secret (SkyPilot: "required")
     secrets: {K: null}                   secrets: names only; rgt reads values from this shell
+    secrets: {K: value}                  env K=value (the job sees the file's value), noted
     num_nodes: N                         resources.nodes
     resources.accelerators / gpus        resources.gpu: 'A100:2' or 'A100' (count 1); an
                                          ordered list ['L4:1', 'A100:1'] (first preferred) or a
                                          mapping {A100: 2, H100: 1} (any one of): the first is
                                          the request, all are kept in gpu_alternatives
-    resources.any_of / ordered           the same, from each candidate's accelerators
+    resources.any_of / ordered           the same, from each candidate's accelerators; a
+                                         candidate on a cloud rgt lacks is left out (noted),
+                                         a candidate's image_id noted
+    resources.instance_type              what it holds, on Lambda, RunPod, vast.ai and
+                                         Kubernetes (rgt.skycloud); another cloud's refused
+                                         naming the nearest rgt profile
+    config: kubernetes pod_config …      the spec's kubernetes: section (rgt.skycloud);
+                                         docker.run_options noted; the rest refused by path
     resources.cpus: 8 | '8+'             resources.cpus (at least that many)
     resources.memory: 32 | '32GB+'       resources.mem, GB (TB as 1024 GB)
     resources.disk_size: 256 | '1TB'     resources.disk, GB
@@ -44,9 +54,9 @@ So a SkyPilot user runs `rgt run BOX task.yaml` on the file they have. What maps
                                          only by recover:, and stops the meter only when
                                          asked (`rgt run --down`, `rgt autostop`)
 
-Services, pools, pipelines and job groups are named as what they are. Anything else
-(instance_type, zone, config, volumes …) is refused by name: rgt would
-otherwise run something other than what the file asks for.
+Services, pools and job groups are named as what they are; pipelines (several documents)
+are read by rgt.skypipeline and run as chained jobs. Anything else (zone, volumes …) is
+refused by name: rgt would otherwise run something other than what the file asks for.
 """
 
 from __future__ import annotations
