@@ -140,3 +140,22 @@ def test_a_kubernetes_section_from_config_is_refused_by_another_box(tmp_path):
     result = cli("run", "box", str(DATA / "cloud-fields.yaml"), "-d", "--dry-run")
     assert result.returncode == 2 and "kubernetes" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_pipeline_is_refused_where_jobs_cannot_wait_for_one_another(tmp_path, monkeypatch):
+    """Kubernetes has a scheduler (sweeps run as one Indexed Job) but its Jobs cannot wait for
+    one another: said before stage 1 is submitted, not after it."""
+    from rgt.lifecycle.pipeline import refuse_unchainable
+    from rgt.store import Box, Store
+
+    monkeypatch.chdir(tmp_path)
+    store = Store(tmp_path / "state.db")
+    store.add_box(Box(name="k", profile="kubernetes", connection={"context": "c"},
+                      data_dir="/d", durable_dir="/d", rate=None, state="up", created=0.0))
+    pipeline = load_pipeline(DATA / "pipeline.yaml")
+    with pytest.raises(UserError) as err:
+        refuse_unchainable(store, "k", pipeline, DATA / "pipeline.yaml", None)
+    assert "is a SkyPilot pipeline of 2 tasks, each started once the one before succeeded: " \
+           "kubernetes cannot chain them (--after: Kubernetes Jobs cannot wait" in str(err.value)
+    one = load_pipeline(write(tmp_path, [{"name": "solo"}, {"run": "x"}]))
+    refuse_unchainable(store, "k", one, tmp_path / "p.yaml", None)  # nothing to chain
