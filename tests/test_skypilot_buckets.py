@@ -99,7 +99,7 @@ def test_bucket_mounts_are_mapped_noted_or_refused_by_name(tmp_path, monkeypatch
     for mounts, says in (
             ({"/d": {"name": None, "mode": "MOUNT"}}, "leaves the bucket's `name` empty"),
             ({"/d": {"name": "$BUCKET", "mode": "MOUNT"}}, "names its bucket by a variable"),
-            ({"/d": {"name": "b", "store": "nebius"}}, "store 'nebius' is not one rgt"),
+            ({"/d": {"name": "b", "store": "azure"}}, "store 'azure' is not one rgt"),
             ({"/d": "oci://b@region/x"}, "oci:// is not copied or mounted by rgt"),
             ({"/d": {"source": "https://h/f", "mode": "MOUNT"}}, "cannot be mounted")):
         with pytest.raises(UserError, match=None) as err:
@@ -108,3 +108,26 @@ def test_bucket_mounts_are_mapped_noted_or_refused_by_name(tmp_path, monkeypatch
     with pytest.raises(UserError) as err:
         load_spec(write(tmp_path, {"run": "x", "config": {"kubernetes": {"enable_docker": 1}}}))
     assert "`config.kubernetes.enable_docker` has no rgt equivalent" in str(err.value)
+
+
+def test_nebius_buckets_go_through_the_aws_clis_nebius_profile(tmp_path, monkeypatch):
+    """SkyPilot reaches Nebius Object Storage as S3 with the AWS CLI's `nebius` profile; the
+    copy line, run by bash with an `aws` that records its words, asks for s3://BUCKET/PREFIX
+    with that profile, and the mount takes the profile's endpoint."""
+    monkeypatch.chdir(tmp_path)
+    spec = load_spec(write(tmp_path, {"run": "x", "file_mounts": {
+        "/ckpt": {"name": "runs", "store": "nebius", "mode": "MOUNT"},
+        str(tmp_path / "data"): "nebius://corpus/v2"}}))
+    mount, copy = [line for line in spec.setup.splitlines() if "nebius" in line]
+    assert 'mount-s3 --profile nebius --endpoint-url "$(aws configure get endpoint_url ' \
+           '--profile nebius)" --allow-delete --allow-overwrite runs /ckpt' in mount
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "aws").write_text("#!/bin/sh\necho \"$@\" >> \"$AWS_WORDS\"\n")
+    (tools / "aws").chmod(0o755)
+    words = tmp_path / "words"
+    done = subprocess.run(["bash", "-c", copy], capture_output=True, text=True,
+                          env={"PATH": f"{tools}:/usr/bin:/bin", "AWS_WORDS": str(words)})
+    assert done.returncode == 0, done.stderr
+    assert words.read_text().startswith(
+        f"--profile nebius s3 cp --only-show-errors s3://corpus/v2 {tmp_path / 'data'}")

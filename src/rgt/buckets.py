@@ -5,7 +5,10 @@ the box has, in SkyPilot's meaning (docs.skypilot.co, reference/storage and "Fil
     /dst: {source: URL, mode: COPY}        setup, so the job reads a local copy
     /dst: {source: URL}  (mode MOUNT,      MOUNT: the bucket mounted at /dst; the job's
           or MOUNT_CACHED)                 writes go to the bucket
-    /dst: {name: NAME, store: s3|gcs}      the bucket NAME, copied or mounted as above
+    /dst: {name: NAME, store: s3|gcs|      the bucket NAME, copied or mounted as above
+          nebius}
+    /dst: nebius://bucket/path             as S3, through the AWS CLI's `nebius` profile and
+                                           its endpoint_url (SkyPilot's own way to Nebius)
 
 What rgt does differently, and says so in the run's notes: it creates no bucket (SkyPilot
 creates NAME when it is missing, so here the copy or the mount fails by name instead) and
@@ -39,6 +42,16 @@ _WGET_COPY = ("wget", "wget -q -O {dst} {url}")
 _MOUNT_S3 = ("mount-s3", "mount-s3 --allow-delete --allow-overwrite {prefix_flag_s3}{bucket} {dst}")
 _S3FS = ("s3fs", "s3fs {bucket}{prefix_colon} {dst}")
 _GCSFUSE = ("gcsfuse", "gcsfuse --implicit-dirs {prefix_flag_gcs}{bucket} {dst}")
+# Nebius Object Storage speaks S3: SkyPilot reaches it with the AWS CLI's `nebius` profile
+# (sky/adaptors/nebius.py NEBIUS_PROFILE_NAME), whose endpoint_url names the region's storage
+_NEBIUS = "--profile nebius"
+_NEBIUS_ENDPOINT = '"$(aws configure get endpoint_url --profile nebius)"'
+_NEBIUS_COPY = ("aws", f"aws {_NEBIUS} s3 cp --only-show-errors {{s3_url}} {{dst}} 2>/dev/null "
+                       f"|| aws {_NEBIUS} s3 sync --only-show-errors {{s3_url}} {{dst}}")
+_NEBIUS_MOUNT = ("mount-s3", f"mount-s3 {_NEBIUS} --endpoint-url {_NEBIUS_ENDPOINT} "
+                             "--allow-delete --allow-overwrite {prefix_flag_s3}{bucket} {dst}")
+_NEBIUS_S3FS = ("s3fs", f"s3fs {{bucket}}{{prefix_colon}} {{dst}} -o profile=nebius "
+                        f"-o url={_NEBIUS_ENDPOINT}")
 
 TOOLS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], str, str]] = {
     "s3": ((_S3_COPY, _S5_COPY), (_MOUNT_S3, _S3FS),
@@ -47,15 +60,20 @@ TOOLS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...],
     "gs": ((_GS_COPY, _GSUTIL_COPY), (_GCSFUSE,),
            "the gcloud CLI (gcloud storage) or gsutil",
            "gcsfuse, and /dev/fuse in the box"),
+    "nebius": ((_NEBIUS_COPY,), (_NEBIUS_MOUNT, _NEBIUS_S3FS),
+               "the AWS CLI (pip install awscli) with a `nebius` profile (endpoint_url set)",
+               "mountpoint-s3 (mount-s3) or s3fs, the AWS CLI's `nebius` profile, and "
+               "/dev/fuse in the box"),
     "https": ((_CURL_COPY, _WGET_COPY), (), "curl or wget", ""),
     "http": ((_CURL_COPY, _WGET_COPY), (), "curl or wget", ""),
 }
-STORES = {"s3": "s3", "gcs": "gs"}
+STORES = {"s3": "s3", "gcs": "gs", "nebius": "nebius"}
 _URL = re.compile(r"^([a-z][a-z0-9+.-]*)://([^/]*)/?(.*)$")
 MOUNT_MODES = {"MOUNT", "MOUNT_CACHED"}
 CREDENTIALS = ("bucket copies and mounts use the box's own cloud credentials (an instance "
-               "role, ~/.aws or gcloud auth there); to send this machine's keys, name them in "
-               "`secrets` (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)")
+               "role, ~/.aws or gcloud auth there; for Nebius, ~/.aws's `nebius` profile); to "
+               "send this machine's keys, name them in `secrets` (AWS_ACCESS_KEY_ID, "
+               "AWS_SECRET_ACCESS_KEY)")
 
 
 def is_bucket(source: str) -> bool:
@@ -81,8 +99,8 @@ def bucket_url(given: dict[str, Any], field: str, notes: list[str]) -> str:
         store = "s3"
     scheme = STORES.get(str(store).lower())
     if scheme is None:
-        raise UserError(f"{field}: store {store!r} is not one rgt reaches on a box (s3 or "
-                        "gcs); copy or mount it in `setup` with the store's own tool")
+        raise UserError(f"{field}: store {store!r} is not one rgt reaches on a box (s3, gcs "
+                        "or nebius); copy or mount it in `setup` with the store's own tool")
     return f"{scheme}://{name}"
 
 
@@ -95,8 +113,8 @@ def setup_line(dst_word: str, dst: str, url: str, mode: str, field: str,
     scheme, bucket, prefix = match[1], match[2], match[3].rstrip("/")
     if scheme not in TOOLS:
         raise UserError(f"{field}: {scheme}:// is not copied or mounted by rgt (it knows s3://, "
-                        "gs://, https://); fetch it in `setup` with the storage's own CLI "
-                        "(credentials as `secrets`)")
+                        "gs://, nebius://, https://); fetch it in `setup` with the storage's own "
+                        "CLI (credentials as `secrets`)")
     copy_tools, mount_tools, copy_needs, mount_needs = TOOLS[scheme]
     mounting = mode in MOUNT_MODES
     if mounting and not mount_tools:
@@ -105,6 +123,7 @@ def setup_line(dst_word: str, dst: str, url: str, mode: str, field: str,
         notes.append(f"{field}: MOUNT_CACHED is mounted without SkyPilot's local write cache "
                      "(writes go to the bucket as the job makes them)")
     words = {"url": shlex.quote(url), "dst": dst_word, "bucket": shlex.quote(bucket),
+             "s3_url": shlex.quote(f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"),
              "url_glob": shlex.quote(url.rstrip("/") + "/*"),
              "prefix_flag_s3": f"--prefix {shlex.quote(prefix + '/')} " if prefix else "",
              "prefix_flag_gcs": f"--only-dir {shlex.quote(prefix)} " if prefix else "",
