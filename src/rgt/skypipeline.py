@@ -101,6 +101,10 @@ def load_pipeline(path: Path, *, cwd: Path | None = None) -> Pipeline:
         except ValidationError as err:
             raise UserError(f"{path}: {where}: {_explain(err)}") from None
         notes += [f"{where}: {note}" for note in said]
+        if index < len(tasks) - 1 and "SKYPILOT_TASK_IDS" in spec.setup + spec.run:
+            notes.append(f"{where}: its SKYPILOT_TASK_IDS lists this stage's and the earlier "
+                         "stages' run ids only: a later stage's id does not exist before it "
+                         "is submitted")
         stages.append(spec)
     for note in notes:  # as the one-task reader says them, once, on stderr
         print(f"note: {path.name}: {note}", file=sys.stderr)
