@@ -53,19 +53,20 @@ def test_a_pipeline_reads_as_skypilot_reads_it(tmp_path, monkeypatch):
 def test_a_one_task_pipeline_runs_end_to_end_on_a_local_box(tmp_path, monkeypatch):
     """A header and one task needs no chaining: it runs on any box. Its mounts land where
     SkyPilot puts them (a relative destination and ~/sky_workdir/… are the workdir copy), a
-    secret with its value in the file reaches the job, SKYPILOT_TASK_IDS is its own id."""
+    secret from this shell reaches the job, SKYPILOT_TASK_IDS is its own id."""
     project = tmp_path / "project"
     (project / "data").mkdir(parents=True)
     (project / "lr.txt").write_text("0.25\n")
     (project / "data" / "rows.csv").write_text("a\nb\nc\n")
     shutil.copy(DATA / "pipeline-one.yaml", project / "pipeline.yaml")
     monkeypatch.chdir(project)
+    monkeypatch.setenv("TOKEN", "from-the-shell")
     cli = Rgt(tmp_path / "home")
     cli.ok("up", "box")
     run_id = cli.ok("run", "box", "pipeline.yaml").stdout.strip().splitlines()[-1]
     cli.ok("watch", "box", run_id, "--until-done", "--timeout", "60")
     log = cli.ok("logs", "box", run_id).stdout
-    assert "lr=0.25 rows=3 token=in-the-file" in log, log
+    assert "lr=0.25 rows=3 token=from-the-shell" in log, log
     assert f"ids=[{run_id}] own={run_id}" in log, log
     assert run_id.startswith("one-stage-")
 

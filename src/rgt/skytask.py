@@ -19,7 +19,7 @@ So a SkyPilot user runs `rgt run BOX task.yaml` on the file they have. What maps
     envs: {K: V}                         env; a null or empty value is read from this shell
                                          and sent as a secret (SkyPilot: "required")
     secrets: {K: null}                   secrets: names only; rgt reads values from this shell
-    secrets: {K: value}                  env K=value (the job sees the file's value), noted
+                                         (a value in the file is refused: never recorded)
     num_nodes: N                         resources.nodes
     resources.accelerators / gpus        resources.gpu: 'A100:2' or 'A100' (count 1); an
                                          ordered list ['L4:1', 'A100:1'] (first preferred) or a
@@ -183,10 +183,7 @@ def to_spec(data: dict[str, Any], *, default_name: str,
         raise UserError("SkyPilot `envs` must be a mapping NAME: value")
     asked = [str(k) for k, v in envs.items() if v is None or v == ""]
     spec["env"] = {str(k): str(v) for k, v in envs.items() if str(k) not in asked}
-    secret_notes: list[str] = []
-    names, given = _secrets(data.get("secrets"), secret_notes)
-    spec["env"].update(given)
-    spec["secrets"] = names + taskfiles.from_shell(asked, "envs")
+    spec["secrets"] = _secret_names(data.get("secrets")) + taskfiles.from_shell(asked, "envs")
     # SkyPilot fills ${VAR} from envs into workdir and file_mounts when it reads the file
     values = {**{k: os.environ.get(k, "") for k in asked}, **spec["env"]}
     workdir = _filled(data.get("workdir"), values)
@@ -204,7 +201,7 @@ def to_spec(data: dict[str, Any], *, default_name: str,
                                                               relative_to=SKY_WORKDIR),
                                *bucket_lines, setup])
     resources, notes = _resources(data.get("resources") or {})
-    notes = [*config_notes, *secret_notes, *mount_notes, *notes]
+    notes = [*config_notes, *mount_notes, *notes]
     if data.get("num_nodes") is not None:
         resources["nodes"] = _count(data["num_nodes"], "num_nodes")
     spec["resources"] = resources
@@ -302,23 +299,22 @@ def _text(value: Any, field: str) -> str:
     return value
 
 
-def _secrets(secrets: Any, notes: list[str]) -> tuple[list[str], dict[str, str]]:
-    """The secrets read from this shell (no value in the file), and those the file gives a
-    value: the job sees that value, as SkyPilot gives it, passed as a variable of the run
-    (SkyPilot's secrets differ from envs only in being hidden from its dashboard)."""
+def _secret_names(secrets: Any) -> list[str]:
+    """The secrets' names; a value in the file is refused: rgt reads secret values from this
+    shell and sends them on stdin, never into the run's record (rgt.taskfiles)."""
     if secrets is None:
-        return [], {}
+        return []
     if isinstance(secrets, list):
-        return [str(s) for s in secrets], {}
+        return [str(s) for s in secrets]
     if not isinstance(secrets, dict):
         raise UserError("SkyPilot `secrets` must be a mapping NAME: null")
-    given = {str(k): str(v) for k, v in secrets.items() if v not in (None, "")}
-    for name in given:
-        notes.append(f"secrets.{name} has its value in the file: the job gets it as an "
-                     "environment variable, kept in the run's record like the file; for a "
-                     f"secret sent on stdin and kept nowhere, write `{name}: null` and "
-                     f"`export {name}=…`")
-    return [str(k) for k in secrets if str(k) not in given], given
+    given = [k for k, v in secrets.items() if v not in (None, "")]
+    if given:
+        raise UserError(f"secrets.{given[0]} has its value in the file: rgt reads secret values "
+                        "from this shell's environment and sends them on stdin; write "
+                        f"`{given[0]}: null` and `export {given[0]}=…` here (or, to keep the "
+                        "value in the file, put it in `envs`)")
+    return [str(k) for k in secrets]
 
 
 def _resources(given: Any) -> tuple[dict[str, Any], list[str]]:
