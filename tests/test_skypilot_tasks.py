@@ -104,8 +104,8 @@ def test_a_multi_line_rgt_run_on_several_nodes_runs_whole_under_torchrun():
            "python train.py --out \"$RGT_OUT_DIR\" && echo done")
     spec = load_spec_from({"name": "j", "run": run, "resources": {"nodes": 2, "gpu": "A100:4"}})
     step = step_of(slurm.render_batch_script(spec, run_id="r1", paths=PATHS))
-    launcher = ("torchrun --nnodes=$RGT_NUM_NODES --nproc-per-node=4 --rdzv-id=$RGT_RUN_ID "
-                "--rdzv-backend=c10d --rdzv-endpoint=$RGT_HEAD_NODE:29500 --no-python bash -c ")
+    launcher = ("torchrun --nnodes=$RGT_NUM_NODES --nproc-per-node=4 --node-rank=$RGT_NODE_RANK "
+                "--master-addr=$RGT_HEAD_NODE --master-port=29500 --no-python bash -c ")
     assert launcher in step
     inner = step[step.index(launcher) + len(launcher):]
     assert subprocess.run(["bash", "-c", f"printf %s {inner}"], capture_output=True,

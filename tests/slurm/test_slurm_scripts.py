@@ -188,7 +188,8 @@ def test_multinode_uses_torchrun_with_the_head_node():
     srun = next(line for line in script.splitlines() if line.startswith("srun "))
     assert "--nodes=$SLURM_NNODES --ntasks-per-node=1" in srun
     for part in ("torchrun --nnodes=$RGT_NUM_NODES", "--nproc-per-node=8",
-                 "--rdzv-backend=c10d", "--rdzv-endpoint=$RGT_HEAD_NODE:29500",
+                 "--node-rank=$RGT_NODE_RANK", "--master-addr=$RGT_HEAD_NODE",
+                 "--master-port=29500",
                  "-m trainer.main --lr 3e-4"):
         assert part in script, part
     bash_n(script)
@@ -196,7 +197,7 @@ def test_multinode_uses_torchrun_with_the_head_node():
 
 def test_torchrun_command_forms():
     assert torchrun_command("python3 t.py --x 1", 2, port=1234).endswith(
-        "--rdzv-endpoint=$RGT_HEAD_NODE:1234 t.py --x 1")
+        "--master-addr=$RGT_HEAD_NODE --master-port=1234 t.py --x 1")
     assert "--no-python ./run.sh" in torchrun_command("./run.sh", 1)
     assert torchrun_command("torchrun --standalone t.py", 4) == \
         "torchrun --standalone t.py"

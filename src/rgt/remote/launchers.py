@@ -1,7 +1,7 @@
 """How a job's `run` starts on each node of a multi-node job, the same on every platform.
 
 An rgt spec's `run` (`python train.py …`) is one worker: on N nodes rgt starts it under torch's
-elastic launcher once per node, the nodes meeting at a c10d rendezvous on the head node
+elastic launcher once per node, the nodes meeting at a rendezvous on the head node
 (`$RGT_HEAD_NODE:$RGT_RDZV_PORT`, the contract of `rgt.remote.node_env`). A line that starts
 torchrun itself (a user's own, or a SkyPilot / dstack task's) runs as written, once per node,
 with the contract's variables set; it must say where the nodes meet, or each node would train
@@ -55,8 +55,8 @@ def torchrun_command(command: str, nproc_per_node: int, *, port: int = DEFAULT_R
                      ) -> str:
     """Turn ``python train.py ARGS`` into a torchrun launch that spans every node of the job.
 
-    Run once per node (the platform starts one per node); the c10d rendezvous meets on the
-    head node (``$RGT_HEAD_NODE``, set on every node before the job starts). The user's text is
+    Run once per node (the platform starts one per node); the nodes meet on the head
+    (``$RGT_HEAD_NODE``, with each node's ``$RGT_NODE_RANK``, set before the job starts). The user's text is
     never split into words and re-quoted (that broke quotes, `$VAR`s and `&&`): one plain
     line is put after the launcher as written; a script (several lines, or any shell syntax)
     runs whole as ``bash -c SCRIPT`` in each worker. A script that starts torchrun itself is
@@ -64,9 +64,12 @@ def torchrun_command(command: str, nproc_per_node: int, *, port: int = DEFAULT_R
     """
     if own_launcher_lines(command):
         return command
+    # The static rendezvous: every node knows its rank and the head before it starts (the
+    # contract), so nothing is negotiated; c10d's would have the head find itself by resolving
+    # its own hostname, which fails on a machine whose hostname no DNS or /etc/hosts knows.
     launcher = ["torchrun", "--nnodes=$RGT_NUM_NODES", f"--nproc-per-node={nproc_per_node}",
-                "--rdzv-id=$RGT_RUN_ID", "--rdzv-backend=c10d",
-                f"--rdzv-endpoint=$RGT_HEAD_NODE:{port}"]
+                "--node-rank=$RGT_NODE_RANK", "--master-addr=$RGT_HEAD_NODE",
+                f"--master-port={port}"]
     line = command.strip()
     python = _PYTHON_WORD.match(line)
     if _SHELL_SYNTAX.search(line):
