@@ -14,6 +14,16 @@ submitting user; SlurmUser=root). `unavailable()` says why it cannot run here.
 The cluster is configured for fast tests: KillWait=5, a 1 s scheduler interval, the job
 completion log (`JobCompType=jobcomp/filetxt`) instead of slurmdbd, JobRequeue=1, and memory
 enforcement by polling (`JobAcctGatherParams=OverMemoryKill`) since cgroups may be missing.
+
+`SlurmCluster(root, nodes=N)` (N >= 2) is a multi-node cluster: N hosts of a `hosts.Lan`, each
+a network + UTS namespace with its own hostname (node0, node1, ...) and address, each running
+its own slurmd (`NodeName=node0 NodeAddr=10.x.y.1`), and one slurmctld in this namespace,
+which the hosts reach at the Lan's laptop address. The filesystem is shared, as a cluster's
+is: munge's socket is a file, and the run directories are the same on every node. Each host
+sees a generated /etc/hosts (bind-mounted in its own mount namespace) that resolves every node
+name, as a cluster's DNS does: `scontrol show hostnames` gives names, and torchrun, gloo and a
+user's launch line dial them. `crash_node(i)` kills everything on host i (its slurmd, the job's
+processes there) as a machine that dies; `boot_node(i)` starts its slurmd again.
 """
 
 from __future__ import annotations
@@ -70,11 +80,35 @@ def node_hardware() -> tuple[int, int]:
     return cpus, max(256, int(mem * 0.9))
 
 
+def _cgroup_mounts() -> list[str]:
+    """Shell lines that mount this machine's cgroup hierarchies again under /sys/fs/cgroup:
+    `ip netns exec` mounts a fresh /sys for the namespace, without them, and slurmd will not
+    start without a cgroup filesystem (even with proctrack/linuxproc and task/none)."""
+    lines = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, where, kind, options, *_ = line.split()
+        if where == "/sys/fs/cgroup" or where.startswith("/sys/fs/cgroup/"):
+            if kind not in ("tmpfs", "cgroup", "cgroup2"):
+                continue
+            make = "" if where == "/sys/fs/cgroup" else f"mkdir -p {where} && "
+            lines.append(f"{make}mount -t {kind} -o {options} {kind} {where}")
+    return lines
+
+
 class SlurmCluster:
-    def __init__(self, root: Path, *, kill_wait: int = 5) -> None:
+    def __init__(self, root: Path, *, kill_wait: int = 5, nodes: int = 1,
+                 node_timeout: int = 5) -> None:
         self.root = Path(root)
         self.kill_wait = kill_wait
+        self.node_timeout = node_timeout  # SlurmdTimeout with several nodes
         self.host = socket.gethostname().split(".")[0]
+        self.lan = None
+        if nodes > 1:
+            from hosts import Lan
+
+            self.lan = Lan(nodes)
+        # the node names `sinfo` and `scontrol show hostnames` give
+        self.nodes = list(self.lan.hostnames) if self.lan else [self.host]
         self.cpus, self.memory_mb = node_hardware()
         self.conf = self.root / "slurm.conf"
         self.munge_socket = self.root / "munge" / "munge.socket"
@@ -89,9 +123,21 @@ class SlurmCluster:
 
     def slurm_conf(self) -> str:
         r = self.root
+        if self.lan is None:
+            controller, slurmd_files = self.host, ("slurmd.pid", "slurmd.log", "spool")
+            node_lines = [f"NodeName={self.host} NodeAddr=127.0.0.1 CPUs={self.cpus} "
+                          f"RealMemory={self.memory_mb} State=UNKNOWN"]
+        else:
+            # the nodes reach the controller at the laptop's address on their LAN; each
+            # slurmd has files of its own (%n: its node name)
+            controller = f"{self.host}({self.lan.laptop})"
+            slurmd_files = ("slurmd-%n.pid", "slurmd-%n.log", "spool/%n")
+            node_lines = [f"NodeName={name} NodeAddr={self.lan.address(i)} CPUs={self.cpus} "
+                          f"RealMemory={self.memory_mb} State=UNKNOWN"
+                          for i, name in enumerate(self.nodes)]
         return "\n".join([
             "ClusterName=rgttest",
-            f"SlurmctldHost={self.host}",
+            f"SlurmctldHost={controller}",
             f"SlurmctldPort={_free_port()}",
             f"SlurmdPort={_free_port()}",
             "SlurmUser=root",
@@ -100,13 +146,13 @@ class SlurmCluster:
             "CredType=cred/munge",
             # cred_expire also sets how long a requeued job waits before it may start again
             # (120 s by default): keep the requeue tests fast.
-            f"AuthInfo=socket={self.munge_socket},cred_expire=10",
+            f"AuthInfo=socket={self.munge_socket},cred_expire={10 if self.lan is None else 5}",
             f"StateSaveLocation={r}/state",
-            f"SlurmdSpoolDir={r}/spool",
+            f"SlurmdSpoolDir={r}/{slurmd_files[2]}",
             f"SlurmctldPidFile={r}/slurmctld.pid",
-            f"SlurmdPidFile={r}/slurmd.pid",
+            f"SlurmdPidFile={r}/{slurmd_files[0]}",
             f"SlurmctldLogFile={r}/slurmctld.log",
-            f"SlurmdLogFile={r}/slurmd.log",
+            f"SlurmdLogFile={r}/{slurmd_files[1]}",
             "SlurmctldDebug=info",
             "SlurmdDebug=info",
             "ProctrackType=proctrack/linuxproc",
@@ -126,14 +172,16 @@ class SlurmCluster:
             "JobRequeue=1",
             "SchedulerType=sched/backfill",
             "SchedulerParameters=sched_interval=1,bf_interval=1,defer_batch",
-            "MessageTimeout=20",
-            "SlurmdTimeout=300",
+            # A node that dies is DOWN (its jobs NODE_FAIL) once it has not answered for
+            # SlurmdTimeout and the controller's ping to it has timed out (MessageTimeout):
+            # short with several nodes, so a test that kills one does not wait minutes.
+            f"MessageTimeout={20 if self.lan is None else self.node_timeout}",
+            f"SlurmdTimeout={300 if self.lan is None else self.node_timeout}",
             "InactiveLimit=0",
             "MpiDefault=none",
-            f"NodeName={self.host} NodeAddr=127.0.0.1 CPUs={self.cpus} "
-            f"RealMemory={self.memory_mb} State=UNKNOWN",
-            f"PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP "
-            "OverSubscribe=NO",
+            *node_lines,
+            f"PartitionName=debug Nodes={','.join(self.nodes)} Default=YES MaxTime=INFINITE "
+            "State=UP OverSubscribe=NO",
             "",
         ])
 
@@ -143,11 +191,14 @@ class SlurmCluster:
         reason = unavailable()
         if reason:
             raise ClusterError(reason)
-        for sub in ("state", "spool", "munge"):
+        for sub in ("state", "spool", "munge", *(f"spool/{n}" for n in self.nodes)):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o755)
         os.chmod(self.root / "munge", 0o700)
         self.conf.write_text(self.slurm_conf())
+        if self.lan is not None:  # first: the controller's address is on the LAN's bridge
+            self.hosts_file.write_text(self.hosts_text())
+            self.lan.start()
         key = self.root / "munge" / "munge.key"
         key.write_bytes(os.urandom(1024))
         os.chmod(key, 0o400)
@@ -160,9 +211,67 @@ class SlurmCluster:
         self._spawn("slurmctld", [_binary("slurmctld"), "-D", "-i", "-f", str(self.conf)])
         self._wait(lambda: self.cmd("scontrol", "ping", check=False).returncode == 0, timeout,
                    "slurmctld did not answer `scontrol ping`")
-        self._spawn("slurmd", [_binary("slurmd"), "-D", "-f", str(self.conf)])
-        self._wait(self._node_idle, timeout, "the node never became idle in sinfo")
+        if self.lan is None:
+            self._spawn("slurmd", [_binary("slurmd"), "-D", "-f", str(self.conf)])
+            self._wait(self._node_idle, timeout, "the node never became idle in sinfo")
+            return self
+        for i in range(len(self.nodes)):
+            self.boot_node(i, timeout=0)
+        self._wait(self._node_idle, timeout, "the nodes never all became idle in sinfo")
         return self
+
+    # --- several nodes ---------------------------------------------------------------------
+
+    @property
+    def hosts_file(self) -> Path:
+        return self.root / "hosts"
+
+    def hosts_text(self) -> str:
+        """/etc/hosts as every node sees it: each node's name at its own LAN address."""
+        lines = ["127.0.0.1 localhost"]
+        lines += [f"{self.lan.address(i)} {name}" for i, name in enumerate(self.nodes)]
+        return "\n".join(lines) + "\n"
+
+    def boot_node(self, i: int, timeout: float = 60) -> None:
+        """Start host i's slurmd (again, after `crash_node`), on that host: its network, its
+        hostname, the cluster's /etc/hosts; with a timeout, wait until the node is idle."""
+        name = self.nodes[i]
+        mount = " && ".join([*_cgroup_mounts(), f"mount --bind {self.hosts_file} /etc/hosts",
+                             'exec "$@"'])
+        self._spawn(f"slurmd-{name}", [*self.lan.exec_prefix(i), "sh", "-c", mount, "node",
+                                       _binary("slurmd"), "-D", "-N", name, "-f",
+                                       str(self.conf)])
+        if timeout:
+            self._wait(lambda: self.node_state(name) == "idle", timeout,
+                       f"{name} never became idle again")
+
+    def crash_node(self, i: int) -> list[int]:
+        """Host i dies: every process on it (its slurmd, slurmstepd, the job's processes
+        there) is killed at once, as a machine that loses power. Returns the pids killed."""
+        proc = self.procs.pop(f"slurmd-{self.nodes[i]}", None)
+        killed = []
+        for pid in self.node_processes(i):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        if proc is not None:
+            proc.wait(timeout=15)
+        return killed
+
+    def node_processes(self, i: int) -> dict[int, str]:
+        """pid → command line of every process on host i."""
+        found = {}
+        pids = subprocess.run(["ip", "netns", "pids", self.lan.namespaces[i]],
+                              capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            with contextlib.suppress(OSError, ValueError):
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                found[int(pid)] = cmdline.replace(b"\0", b" ").decode(errors="replace")
+        return found
+
+    def node_state(self, name: str) -> str:
+        out = self.cmd("sinfo", "-h", "-n", name, "-N", "-o", "%T", check=False).stdout
+        return out.strip().rstrip("*~#")
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         out = open(self.root / f"{name}.stdout", "wb")  # noqa: SIM115 - lives with the process
@@ -170,8 +279,9 @@ class SlurmCluster:
                                             env=self.env, start_new_session=True)
 
     def _node_idle(self) -> bool:
-        out = self.cmd("sinfo", "-h", "-N", "-o", "%T", check=False).stdout
-        return out.strip().rstrip("*") in ("idle", "mixed", "allocated")
+        out = self.cmd("sinfo", "-h", "-N", "-o", "%T", check=False).stdout.split()
+        return len(out) == len(self.nodes) and all(
+            state.rstrip("*") in ("idle", "mixed", "allocated") for state in out)
 
     def _wait(self, ready, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -199,9 +309,13 @@ class SlurmCluster:
                               timeout=timeout, check=check)
 
     def stop(self) -> None:
+        """Everything goes, whatever got started (also after a failed `start`): the jobs, the
+        daemons, and the hosts' namespaces with whatever still runs in them."""
         with contextlib.suppress(Exception):
-            self.cmd("scancel", "--user=root", check=False, timeout=10)
-        for name in ("slurmd", "slurmctld", "munged"):
+            if "slurmctld" in self.procs:
+                self.cmd("scancel", "--user=root", check=False, timeout=10)
+        slurmds = [name for name in self.procs if name.startswith("slurmd")]
+        for name in (*slurmds, "slurmctld", "munged"):
             proc = self.procs.pop(name, None)
             if proc is None or proc.poll() is not None:
                 continue
@@ -213,6 +327,8 @@ class SlurmCluster:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        if self.lan is not None:
+            self.lan.stop()
 
     def wait_for_job(self, job_id: str, timeout: float = 120) -> str:
         """Block until the job (every array task) has left squeue; return jobcomp lines."""

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from cli import rgt
+from hosts import unavailable as _hosts_unavailable
 from slurmcluster import ClusterError, SlurmCluster, unavailable
 
 from rgt.store import Box, Store
@@ -47,3 +48,23 @@ def slurm_box(slurm_env, tmp_path) -> tuple[Store, Box]:
     box = store.box("hpc")
     assert box.data_dir == box.durable_dir == str(durable)  # run dirs must be shared too
     return store, box
+
+
+@pytest.fixture(scope="module")
+def slurm_two_nodes(tmp_path_factory):
+    """A private cluster of two nodes (two network + UTS namespaces, one slurmd each), for one
+    module: its tests share it; `crash_node`/`boot_node` leave it whole again."""
+    reason = unavailable() or _hosts_unavailable()
+    if reason:
+        pytest.skip(reason)
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm2"), nodes=2)
+    try:
+        cluster.start()
+    except ClusterError as err:
+        cluster.stop()
+        pytest.skip(f"the private two-node Slurm cluster did not start: {err}")
+    except BaseException:
+        cluster.stop()  # the namespaces and daemons go whatever failed
+        raise
+    yield cluster
+    cluster.stop()
