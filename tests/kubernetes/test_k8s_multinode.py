@@ -52,7 +52,8 @@ def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("k8s-multinode")
     cert, key, ca = make_tls(root / "tls")
     api = FakeKubeApi(namespaces=("default", NS)).start(tls=(cert, key))
-    cluster = Cluster(api, root / "cluster", nodes={"node-a": 0, "node-b": 0}, images={IMAGE})
+    # one GPU a node: a job asking one GPU a pod gets its two pods on the two nodes
+    cluster = Cluster(api, root / "cluster", nodes={"node-a": 1, "node-b": 1}, images={IMAGE})
     with pytest.MonkeyPatch.context() as env:
         env.setenv("KUBECONFIG", str(write_kubeconfig(root / "kubeconfig", api.url, ca=ca)))
         env.setenv("RGT_HOME", str(root / "rgt-home"))
@@ -161,7 +162,7 @@ def ddp_spec(cluster) -> Path:
     multinode_workdir(root / "ddp")
     spec = root / "ddp.yaml"
     spec.write_text("name: ddp\nworkdir: ddp\nrun: python multinode.py 6 2\n"
-                    "resources: {nodes: 2}\n"
+                    'resources: {nodes: 2, gpu: "A100:1"}\n'
                     f'env: {{RGT_RDZV_PORT: "{free_port()}", RGT_CKPT_WRITE_S: "1"}}\n')
     return spec
 
@@ -179,12 +180,16 @@ def test_ddp_example_trains_across_two_pods(cluster, ddp_spec, tmp_path):
         assert f"[GPU0] Epoch {epoch} | Batchsize: 32 | Steps: 32" in node0, logs
         assert f"[GPU1] Epoch {epoch} | Batchsize: 32 | Steps: 32" in node1, logs
     assert "Training snapshot saved" in node0 and "Training snapshot saved" not in node1
+    assert "(node 0 of 2) on node node-a" in node0 and "(node 1 of 2) on node node-b" in node1
     pulled = rgt("pull", "k8s", "--dest", str(tmp_path / "got"))
     assert pulled.returncode == 0, pulled.stdout + pulled.stderr
     (log,) = (tmp_path / "got" / "logs").glob("*.log")
     text = log.read_text()  # node 0's log, the run's (node 1's is log.node-1 beside it)
     assert "[GPU0] Epoch 5" in text and "[GPU1]" not in text and "(node 0 of 2)" in text
-    assert fake.api.list("services", NS)  # kept with its finished Job until down/cancel
+    job = fake.api.get("jobs", NS, Store().run("k8s", None).spec["platform_run"]["job"])
+    service = fake.api.get("services", NS, job["metadata"]["name"])  # kept with its Job,
+    assert [(o["kind"], o["uid"]) for o in service["metadata"]["ownerReferences"]] == \
+        [("Job", job["metadata"]["uid"])]  # which owns it: the GC deletes it with the Job
 
 
 def test_one_pod_killed_fails_the_whole_job(cluster, ddp_spec):
@@ -228,6 +233,11 @@ def test_audit_names_the_engines_and_down_takes_the_services(cluster):
     fake.api.extra_groups = {}
     kept = {s["metadata"]["name"] for s in fake.api.list("services", NS)}
     assert len(kept) == 3, kept  # the finished runs' (their Jobs kept for their logs)
+    # a Job deleted as ttlSecondsAfterFinished (or kubectl) deletes it takes its Service along
+    gone = sorted(kept)[0]
+    fake.delete("jobs", NS, gone, propagation="Background", grace=None)
+    kept.discard(gone)
+    assert {s["metadata"]["name"] for s in fake.api.list("services", NS)} == kept
     sleeper = JobSpec.model_validate({"name": "sleeper", "run": "sleep 60", "dialect": "dstack",
                                       "workdir": str(cluster[1] / "contract"),
                                       "resources": {"nodes": 2}})
@@ -236,7 +246,8 @@ def test_audit_names_the_engines_and_down_takes_the_services(cluster):
     cancelled = rgt("cancel", "k8s", "--yes")
     assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
     job = run.spec["platform_run"]["job"]
-    assert f"delete its headless service {job}" in cancelled.stdout, cancelled.stdout
+    assert f"its headless service {job} went with the Job" in cancelled.stdout or \
+        f"delete its headless service {job}" in cancelled.stdout, cancelled.stdout
     assert fake.api.get("services", NS, job) is None and fake.api.get("jobs", NS, job) is None
     assert {s["metadata"]["name"] for s in fake.api.list("services", NS)} == kept
     down = rgt("down", "k8s", "--discard-results", input="k8s\n")

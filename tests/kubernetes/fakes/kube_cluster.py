@@ -181,6 +181,10 @@ class Cluster:
             if propagation != "Orphan":  # the garbage collector deletes its pods
                 for pod in self._pods_of(obj):
                     self.terminate(pod, None, reason=None)
+                for other in self.api.list("services", ns):  # and what else it owns
+                    if any(ref.get("uid") == obj["metadata"]["uid"] for ref in
+                           other["metadata"].get("ownerReferences") or []):
+                        self.api.remove("services", ns, other["metadata"]["name"])
             return done
         if plural == "persistentvolumeclaims":
             obj["metadata"]["deletionTimestamp"] = now_iso()

@@ -108,6 +108,11 @@ class Kube:
         return self.request("POST", path, body=body,
                             params={"fieldValidation": "Strict"}).json()
 
+    def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386): the fields given replace the object's."""
+        return self.request("PATCH", path, body=body, params={"fieldValidation": "Strict"},
+                            headers={"Content-Type": "application/merge-patch+json"}).json()
+
     def delete(self, path: str, *, propagation: str = "Background") -> bool:
         """True if it was there; a 404 is success (someone already deleted it)."""
         try:

@@ -8,8 +8,11 @@ headless Service, plain batch/v1 and core/v1 that every cluster serves.
   they are known before any pod exists, so every node's list is fixed at submit time.
 * The Service: headless (clusterIP: None), selecting the run's pods by rgt's own labels, with
   publishNotReadyAddresses so a pod's name resolves as soon as it has an IP (the rendezvous
-  starts before any readiness probe would pass). It is created before the Job and deleted
-  with it (cancel, `down`); it holds no IP and costs nothing if a Job's TTL outlives it.
+  starts before any readiness probe would pass). It is created before the Job, so no pod
+  starts without its name, then given the Job as its owner, so the garbage collector deletes
+  it with the Job however the Job goes (cancel, `kubectl delete`, ttlSecondsAfterFinished);
+  cancel and `down` also delete it by name and label (a laptop that died between the two
+  calls left an unowned one; it holds no IP and costs nothing meanwhile).
 * Failure: one pod failing fails the whole Job. backoffLimit 0, and a podFailurePolicy whose
   rules all say FailJob (any non-zero exit of the trainer, a disruption). A Job controller
   that replaced pod i alone would start a lone worker whose peers have already left the
@@ -30,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.platforms.k8s.api import ApiError, Kube
+from rgt.platforms.k8s.api import CORE, ApiError, Kube
 from rgt.platforms.k8s.diagnose import container, exit_code, job_summary, pod_line, stamp
 from rgt.platforms.k8s.manifests import (
     BOX_LABEL,
@@ -43,6 +46,7 @@ from rgt.platforms.k8s.manifests import (
 from rgt.remote import node_env
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+RANK_NAMES = node_env.RANK_NAMES + node_env.SETUP_RANK_NAMES  # set per pod, not in the env
 # what the cluster may serve besides batch/v1: group → (name, the resource that makes it one)
 ENGINES = {"jobset.x-k8s.io": ("JobSet", "jobsets"),
            "kubeflow.org": ("PyTorchJob (Kubeflow training operator)", "pytorchjobs"),
@@ -63,9 +67,6 @@ def group_env(job: str, service: str, nodes: int, *, gpus_per_node: int, port: i
                           port=port)
 
 
-RANK_NAMES = node_env.RANK_NAMES + node_env.SETUP_RANK_NAMES
-
-
 def rank_lines() -> list[str]:
     """The pod script's first lines: this pod's rank is its completion index."""
     return [': "${JOB_COMPLETION_INDEX:?not a pod of an Indexed Job}"',
@@ -79,6 +80,21 @@ def service_manifest(*, name: str, box: str, run_id: str) -> dict[str, Any]:
             "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
                      "selector": {BOX_LABEL: label_value(box), RUN_LABEL: label_value(run_id),
                                   PART_LABEL: "job"}}}
+
+
+def own_service(kube: Kube, service: str, job: dict[str, Any]) -> bool:
+    """Make the created Job the Service's owner (a merge patch); False where it could not be
+    (RBAC without `patch services`: cancel and `down` still delete the Service)."""
+    meta = job.get("metadata") or {}
+    if not meta.get("uid") or not meta.get("name"):
+        return False
+    try:
+        kube.patch(kube.ns(CORE, "services", service), {"metadata": {"ownerReferences": [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
+             "uid": meta["uid"]}]}})
+    except ApiError:
+        return False
+    return True
 
 
 def group_spec(nodes: int, service: str) -> tuple[dict[str, Any], dict[str, Any]]:

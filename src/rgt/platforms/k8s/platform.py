@@ -63,6 +63,7 @@ from rgt.platforms.k8s.group import (
     by_rank,
     group_env,
     group_summary,
+    own_service,
     rank_lines,
     refuse_claim,
     refuse_for_group,
@@ -338,14 +339,19 @@ class KubernetesPlatform(Platform):
         if service:  # before the Job: its pods' names resolve from their start
             kube.create(kube.ns(CORE, "services"), service)
         try:
-            kube.create(kube.ns(BATCH, "jobs"), manifest)
+            created = kube.create(kube.ns(BATCH, "jobs"), manifest)
         except BaseException:
             if service:
                 with contextlib.suppress(UserError):
                     kube.delete(kube.ns(CORE, "services", name))
             raise
+        if service and not own_service(kube, name, created):
+            notes.append(f"the Service {name} could not be given its Job as owner (RBAC: "
+                         "patch services): `rgt cancel` or `rgt down` deletes it, the Job's "
+                         "TTL does not")
         try:
-            status = self._first_pod(kube, name, layout.run_id, notes)
+            status = self._first_pod(kube, name, layout.run_id, notes,
+                                     need=spec.resources.nodes)
         except ImageRefused:
             if service:
                 kube.delete(kube.ns(CORE, "services", name))
@@ -361,9 +367,10 @@ class KubernetesPlatform(Platform):
                         notes=notes)
 
     @staticmethod
-    def _first_pod(kube: Kube, job: str, run_id: str, notes: list[str]) -> str:
-        """Wait a little for the first pod: an image that cannot be pulled is the user's
-        mistake (exit 2, the Job deleted), a pod Pending for GPUs may wait for the autoscaler."""
+    def _first_pod(kube: Kube, job: str, run_id: str, notes: list[str], need: int = 1) -> str:
+        """Wait a little for the first pod (a multi-node job: its `need` pods): an image that
+        cannot be pulled is the user's mistake (exit 2, the Job deleted), a pod Pending for
+        GPUs may wait for the autoscaler."""
         try:
             wait_s = float(os.environ.get(ENV_START_WAIT_S) or 20)
         except ValueError:
@@ -378,12 +385,16 @@ class KubernetesPlatform(Platform):
                     raise ImageRefused(f"the Job's image cannot be pulled: {failure} — K8S3; rgt "
                                     "deleted the Job. Push the image, check its digest, or "
                                     f"set {ENV_PULL_SECRET} for a private registry")
-                if (pod.get("status") or {}).get("phase") in ("Running", "Succeeded"):
-                    return "running"
+            if sum((p.get("status") or {}).get("phase") in ("Running", "Succeeded")
+                   for p in pods) >= need:
+                return "running"
             if time.monotonic() > deadline:
-                trouble = pod_trouble(kube, pods[-1]) if pods else None
+                waiting = [p for p in pods if (p.get("status") or {}).get("phase")
+                           not in ("Running", "Succeeded")] or pods
+                trouble = pod_trouble(kube, waiting[-1]) if waiting else None
                 if trouble:
-                    notes.append(f"the first pod is waiting: {trouble[1]}")
+                    notes.append(f"{'a' if need > 1 else 'the first'} pod is waiting: "
+                                 f"{trouble[1]}")
                 return "starting"
             time.sleep(0.2)
 
@@ -473,8 +484,10 @@ class KubernetesPlatform(Platform):
         sent = [f"delete job {job} (its pods: SIGTERM, SIGKILL after {grace_s:g} s)"
                 if gone else f"job {job or '?'} already gone"]
         service = str((run.spec.get("platform_run") or {}).get("service") or "")
-        if service and kube.delete(kube.ns(CORE, "services", service)):
-            sent.append(f"delete its headless service {service}")
+        if service:  # the Job owns it; deleted here too, should the owner patch have failed
+            sent.append(f"delete its headless service {service}"
+                        if kube.delete(kube.ns(CORE, "services", service))
+                        else f"its headless service {service} went with the Job")
         return {"sent": sent, "escalated": False}
 
     # ------------------------------------------------------------------ rgt pull
@@ -508,12 +521,13 @@ class KubernetesPlatform(Platform):
         done = []
         with kube_for(box) as kube:
             jobs = kube.items(BATCH, "jobs", labels=selector)
-            for job in jobs:
-                kube.delete(kube.ns(BATCH, "jobs", job["metadata"]["name"]))
             services = []
             with contextlib.suppress(ApiError):  # a user who may not list them made none
                 services = kube.items(CORE, "services", labels=selector)
-            for service in services:  # multi-node jobs' headless Services
+            for job in jobs:
+                kube.delete(kube.ns(BATCH, "jobs", job["metadata"]["name"]))
+            for service in services:  # multi-node jobs' headless Services (their Job owns
+                # them, but the garbage collector takes its time, and an unowned one is ours)
                 kube.delete(kube.ns(CORE, "services", service["metadata"]["name"]))
             doors = kube.items(CORE, "pods", labels=f"{selector},{PART_LABEL}=door")
             for pod in doors:  # and the token Secret each door names (its own name)
