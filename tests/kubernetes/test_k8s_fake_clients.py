@@ -217,3 +217,30 @@ def test_kubectl_reads_and_deletes_a_secret(kube, tmp_path):
     assert again.returncode != 0 and "already exists" in again.stderr
     kubectl(kube, "-n", "ml", "delete", "secret", "door-x")
     assert kube.api.get("secrets", "ml", "door-x") is None
+
+
+def test_kubectl_merge_patches_a_headless_service_and_reads_discovery(kube, tmp_path):
+    """The fake's Service, JSON merge patch (the patch rgt sends to give a multi-node Job's
+    Service its owner) and extra API groups (what `rgt audit` looks for), as kubectl sees them."""
+    from rgt.platforms.k8s.group import service_manifest
+
+    (tmp_path / "svc.json").write_text(json.dumps(service_manifest(name="rgt-ddp", box="b",
+                                                                   run_id="ddp-1")))
+    kubectl(kube, "create", "--validate=false", "-f", str(tmp_path / "svc.json"))
+    kubectl(kube, "patch", "service", "rgt-ddp", "--type", "merge", "-p",
+            json.dumps({"metadata": {"ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "rgt-ddp", "uid": "u-1"}]}}))
+    svc = json.loads(kubectl(kube, "get", "service", "rgt-ddp", "-o", "json").stdout)
+    assert svc["spec"]["clusterIP"] == "None" and svc["metadata"]["ownerReferences"][0]["uid"] \
+        == "u-1" and svc["metadata"]["labels"]["rgt.dev/run"] == "ddp-1"
+    bad = kubectl(kube, "patch", "service", "rgt-ddp", "--type", "merge", "-p",
+                  '{"spec": {"clusterIPx": "None"}}', check=False)
+    assert bad.returncode != 0 and "clusterIPx" in bad.stderr, bad.stderr  # strict, as real
+    kube.api.extra_groups = {"jobset.x-k8s.io": ("v1alpha2", {"jobsets": "JobSet"})}
+    groups = json.loads(kubectl(kube, "get", "--raw", "/apis").stdout)["groups"]
+    assert {"name": "jobset.x-k8s.io", "versions": [{"groupVersion": "jobset.x-k8s.io/v1alpha2",
+                                                     "version": "v1alpha2"}],
+            "preferredVersion": {"groupVersion": "jobset.x-k8s.io/v1alpha2",
+                                 "version": "v1alpha2"}} in groups
+    served = json.loads(kubectl(kube, "get", "--raw", "/apis/jobset.x-k8s.io/v1alpha2").stdout)
+    assert [(r["name"], r["kind"]) for r in served["resources"]] == [("jobsets", "JobSet")]
