@@ -10,9 +10,10 @@ The hosts are joined by a veth pair each to a bridge in this namespace, which al
 `lan.laptop` (the address the tests, the "laptop", reach the hosts from): every host reaches
 every other and the laptop reaches all, with no IP forwarding turned on anywhere.
 
-`exec_prefix(i)` runs a command inside host i: its network, its hostname, and (when the Lan
-was made with `private=[paths]`) a fresh tmpfs on each of those paths that only processes of
-that host see. The prefix execs the command, so a Popen's pid is the command's own.
+`exec_prefix(i)` runs a command inside host i: its network, its hostname, its process table
+(a pid namespace, the command its first process), and (when the Lan was made with
+`private=[paths]`) a fresh tmpfs on each of those paths that only processes of that host see.
+A Popen's pid is `unshare`'s; killing it kills the host's processes with it.
 
 Needs root (ip netns, unshare). `unavailable()` says why it cannot run here.
 """
@@ -94,15 +95,17 @@ class Lan:
         return self
 
     def exec_prefix(self, i: int) -> list[str]:
-        """argv that runs the rest "on" host i (network, hostname, private disks); it execs."""
+        """argv that runs the rest "on" host i (network, hostname, processes, private disks)."""
         steps = [f"hostname {shlex.quote(self.hostnames[i])}"]
         for path in self.private:
             steps.append(f"mkdir -p {shlex.quote(path)} && mount -t tmpfs -o size=512m "
                          f"rgt-host{i} {shlex.quote(path)}")
         script = " && ".join(steps) + ' && exec "$@"'
+        # its own process table too (a runner looks for a run's processes by their
+        # environment; on one kernel it would see the other host's): pid namespace, /proc
         return ["ip", "netns", "exec", self.namespaces[i],
-                "unshare", "--uts", "--mount", "--propagation", "private",
-                "sh", "-c", script, "host"]
+                "unshare", "--uts", "--mount", "--propagation", "private", "--pid", "--fork",
+                "--kill-child", "--mount-proc", "sh", "-c", script, "host"]
 
     def run(self, i: int, command: str, **kwargs) -> subprocess.CompletedProcess[str]:
         """A shell command on host i (network and hostname; not its private disks)."""

@@ -56,8 +56,13 @@ def up(
     profile: Annotated[str | None, typer.Option(
         "--profile", "-p", help="Platform profile (default: local; generic-ssh with --ssh/--host)."
     )] = None,
-    ssh: Annotated[str | None, typer.Option(help="The console's connection string, pasted as is: "
-                                                 "'ssh -p 38211 root@host'.")] = None,
+    ssh: Annotated[list[str] | None, typer.Option(
+        help="The console's connection string, pasted as is: 'ssh -p 38211 root@host'; "
+             "once per machine for a group of several (multi-node jobs), the head first."
+    )] = None,
+    hosts: Annotated[Path | None, typer.Option(
+        help="A file naming a group's machines, one a line as --ssh takes them, head first.")
+    ] = None,
     host: Annotated[str | None, typer.Option(help="Host name, IP or ~/.ssh/config alias.")] = None,
     port: Annotated[int | None, typer.Option(help="SSH port.")] = None,
     user: Annotated[str | None, typer.Option(help="SSH user.")] = None,
@@ -82,8 +87,12 @@ def up(
     check_dir_flags(data_dir, durable_dir)
     store = Store()
     resources, options = cloud.up_request(**flags)
-    if ssh or host:
-        target = boxes.ssh_target(ssh, host, port, user, identity, ssh_config)
+    group = boxes.group_targets(ssh or [], hosts, identity, ssh_config)
+    if group and host:
+        raise UserError("give a group's machines with --ssh (or --hosts), not --host")
+    if group or host:
+        target = group[0] if group else boxes.ssh_target(None, host, port, user, identity,
+                                                          ssh_config)
     else:  # no connection: these are for the instance a platform rents, if it rents
         target = None
         options.update({k: v for k, v in (("identity", identity), ("user", user),
@@ -94,7 +103,7 @@ def up(
         profile = "generic-ssh" if target is not None else "local"
     box, prof, first = boxes.up(store, name, profile, target, rate=rate, data_dir=data_dir,
                                 durable_dir=durable_dir, resources=resources,
-                                options=options, on_wait=cloud.progress)
+                                options=options, on_wait=cloud.progress, group=group[1:])
     if facts(box).rented:  # rented here, through the platform's API
         cloud.show_rented(box, first)
         return

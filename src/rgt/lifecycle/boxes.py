@@ -39,11 +39,33 @@ def ssh_target(ssh: str | None, host: str | None, port: int | None, user: str | 
     return None
 
 
+def group_targets(ssh: list[str], hosts: Path | None, identity: str | None,
+                  config_file: str | None) -> list[SshTarget]:
+    """--ssh once or more, or a --hosts file (one connection a line, # comments): the
+    machines, head first; [] when neither was given."""
+    lines = list(ssh)
+    if hosts is not None:
+        if ssh:
+            raise UserError("give the machines with --ssh or in --hosts, not both")
+        try:
+            text = hosts.read_text()
+        except (OSError, UnicodeDecodeError) as err:
+            raise UserError(f"cannot read --hosts {hosts}: "
+                            f"{getattr(err, 'strerror', None) or err}") from None
+        lines = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+        lines = [ln if ln.startswith("ssh ") or ln == "ssh" else f"ssh {ln}"
+                 for ln in lines if ln]
+        if not lines:
+            raise UserError(f"--hosts {hosts} names no machine (one `ssh …` or user@host a "
+                            "line)")
+    return [ssh_target(line, None, None, None, identity, config_file) for line in lines]
+
+
 def up(store: Store, name: str, profile_name: str, target: SshTarget | None, *,
        rate: float | None, data_dir: str | None, durable_dir: str | None,
        resources: Resources | dict[str, Any] | None = None,
        options: dict[str, Any] | None = None,
-       on_wait=None) -> tuple[Box, Profile, bool]:
+       on_wait=None, group: list[SshTarget] | None = None) -> tuple[Box, Profile, bool]:
     """Provision box `name` with its profile's platform (register it, or rent it as
     `resources` and the platform's `options` ask). Returns (box, profile, first): first is True
     when no box of this profile was registered before (the CLI shows its facts)."""
@@ -56,7 +78,8 @@ def up(store: Store, name: str, profile_name: str, target: SshTarget | None, *,
                         f"`rgt down {name}` first")
     first = not any(b.profile == profile.name for b in store.boxes())
     request = Request(name=name, target=target, resources=resources_from(resources), rate=rate,
-                      data_dir=data_dir, durable_dir=durable_dir, options=dict(options or {}))
+                      data_dir=data_dir, durable_dir=durable_dir, options=dict(options or {}),
+                      group=list(group or []))
     if on_wait is not None:
         request.on_wait = on_wait
     since = time.time()

@@ -20,6 +20,7 @@ from rgt.errors import UserError
 from rgt.platforms import platform_for
 from rgt.platforms.base import Ability
 from rgt.profiles import load_profile
+from rgt.remote import group
 from rgt.remote.calls import run_json
 from rgt.store import LIVE, Box, Run, Store
 from rgt.transport import Transport
@@ -72,6 +73,12 @@ def cancel(store: Store, box: Box, run: Run, grace_s: float) -> dict[str, Any]:
             if Ability.CANCEL in platform.abilities() else None
         if report is None:
             report = _stop_on_box(transport, f"{run.remote_dir}/state.json", grace_s)
+            # the run's other nodes (a group): all at once, each with the same grace
+            others = group.nodes(box)[1:group.run_nodes(run)]
+            if others:
+                group.on_every_node(box, transport, only=others, step=lambda n, t: _stop_on_box(
+                    t, f"{group.run_dir(n, run.id)}/state.json", grace_s))
+                report = {**report, "nodes": 1 + len(others)}
     finally:
         transport.close()
     store.update_run(run.id, status="cancelled")

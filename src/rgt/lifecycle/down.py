@@ -26,6 +26,7 @@ from rgt.lifecycle.watch import refresh
 from rgt.platforms import ReleaseRefused, Teardown, platform_for
 from rgt.platforms.base import Ability
 from rgt.profiles import Profile, load_profile
+from rgt.remote import group
 from rgt.store import LIVE, TERMINAL, Box, Evidence, Run, Store, TeardownRecord, rgt_home
 
 
@@ -78,7 +79,10 @@ class DownPlan:
 
     @property
     def notes(self) -> list[str]:
-        return self.teardown.notes if self.teardown else []
+        members = group.nodes(self.box)
+        machines = [f"a group of {len(members)} machines, each billing until it is stopped: "
+                    + ", ".join(group.describe(n) for n in members)] if members else []
+        return machines + (self.teardown.notes if self.teardown else [])
 
     @property
     def still_billing(self) -> list[str]:
@@ -446,7 +450,8 @@ def _stop_live_runs(store: Store, box: Box) -> None:
     answering cannot be asked: the meter-stop verb that follows ends them either way.
     """
     runs = [r for r in store.runs(box.name)
-            if r.status in LIVE and not r.spec.get("platform_run")]  # those: release
+            if r.status in LIVE and (not r.spec.get("platform_run")  # those: release
+                                     or group.run_nodes(r) > 1)]  # a group's: stopped here
     transport = connect(box) if any(r.status != "paused" for r in runs) else None
     try:
         for run in runs:
@@ -462,6 +467,9 @@ def _stop_live_runs(store: Store, box: Box) -> None:
                 except UserError:
                     transport.close()
                     transport = None  # gone quiet: do not wait on it for every run
+            others = group.nodes(box)[1:group.run_nodes(run)]
+            if others and transport is not None:  # a group's other nodes, all at once
+                group.stop_nodes(box, others, run.id, transport, group.stop_runner)
             store.update_run(run.id, status="cancelled")
     finally:
         if transport is not None:

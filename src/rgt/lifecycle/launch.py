@@ -188,22 +188,28 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
         run = record("pending (rgt run is starting it)", intent.LAUNCHING, {})
         pushing = True
 
+        exclude = push_excludes(spec, store) if code_from is None else None
+
         def deliver(node_transport: Transport, node_layout: Layout, snapshot: str | None, *,
-                    head: bool) -> None:
+                    head: bool) -> dict | None:
             if snapshot is not None:
                 copy_code(node_transport, snapshot, node_layout)
-            push(store, node_transport, box, spec, node_layout, secret_bytes,
-                 progress=progress if head else None, code=code_from is None)
+            return push(node_transport, spec, node_layout, secret_bytes, exclude=exclude,
+                        progress=progress if head else None)
         if spread:  # every node at once: N nodes start in about the time of one
             resumed = code_from.rstrip("/").split("/")[-2] if code_from else None
-            group.on_every_node(box, transport, only=spread, step=lambda n, t: deliver(
+            pushed = group.on_every_node(box, transport, only=spread, step=lambda n, t: deliver(
                 t, group.node_layout(n, run_id, spec),  # each node's own copy of the code
                 f"{group.run_dir(n, resumed)}/code" if resumed else None, head=n.rank == 0))
-            if home.files:
-                seeded = group.seed_checkpoints(box, transport, spec, run_id)
-                notes += [seeded] if seeded else []
         else:
-            deliver(transport, layout, code_from, head=True)
+            pushed = [deliver(transport, layout, code_from, head=True)]
+        for node, figures in enumerate(pushed):
+            if figures is not None:
+                store.record("push", {**figures, **({"node": node} if spread else {})},
+                             box=box.name, run=run_id)
+        if spread and home.files:
+            seeded = group.seed_checkpoints(box, transport, spec, run_id)
+            notes += [seeded] if seeded else []
         pushing = False
         # the platform's way: the on-box runner (tmux/setsid), sbatch, a pod …; a
         # `platform_run` record tells watch what the platform itself tracks
@@ -323,17 +329,18 @@ def copy_code(transport: Transport, source: str, layout: Layout) -> None:
                         f"({made.stderr.strip() or 'cp failed'})")
 
 
-def push(store: Store, transport: Transport, box: Box, spec: JobSpec, layout: Layout,
-         secret_bytes: bytes, *, progress=None, code: bool = True) -> None:
-    """The workdir to RUN_DIR/code (resumable), the secrets file (0600, from stdin), and
-    `rgt.ckpt` to RUN_DIR/lib."""
-    if code:
-        stats = transport.put(spec.workdir, layout.code, exclude=push_excludes(spec, store),
-                              progress=progress)
-        store.record("push", {"bytes_sent": stats.bytes_sent, "files": stats.files,
-                              "seconds": stats.seconds, "attempts": stats.attempts,
-                              "streams": stats.streams},
-                     box=box.name, run=layout.run_id)
+def push(transport: Transport, spec: JobSpec, layout: Layout, secret_bytes: bytes, *,
+         exclude: list[str] | None, progress=None) -> dict | None:
+    """The workdir to RUN_DIR/code (resumable; `exclude` None: no code, it was copied on the
+    box), the secrets file (0600, from stdin), and `rgt.ckpt` to RUN_DIR/lib. Returns the
+    transfer's figures for the record; touches no store (it runs on every node at once)."""
+    figures = None
+    if exclude is not None:
+        stats = transport.put(spec.workdir, layout.code, exclude=exclude, progress=progress)
+        figures = {"bytes_sent": stats.bytes_sent, "files": stats.files,
+                   "seconds": stats.seconds, "attempts": stats.attempts,
+                   "streams": stats.streams}
     if secret_bytes:
         write_file(transport, f"{layout.run_dir}/secrets.env", secret_bytes)
     ship_library(transport, layout.lib)
+    return figures

@@ -66,6 +66,7 @@ from rgt.lifecycle.untrusted import (
 from rgt.lifecycle.watch import refresh
 from rgt.onbox.runner import SYNC_MANIFEST
 from rgt.platforms import platform_for
+from rgt.remote import group
 from rgt.remote.calls import run_json
 from rgt.remote.layout import Layout
 from rgt.store import LIVE, Box, Run, Store, rgt_home
@@ -733,7 +734,33 @@ def fetch_logs(store: Store, transport, box: str, run: Run, local: Path) -> list
         if result.ok:  # its bytes as they came (stdout would re-encode invalid UTF-8)
             write_private(real_subdir(local, "logs") / f"{attempt.id}.log", result.data)
             fetched.append(attempt.id)
+        fetched += _node_logs(store.box(box), transport, attempt, local)
     return fetched
+
+
+def _node_logs(box: Box, transport, attempt: Run, local: Path) -> list[str]:
+    """A multi-node attempt's other nodes' logs, as logs/<run-id>.node<rank>.log, fetched
+    from every node at once; a node that does not answer is skipped (its log only informs)."""
+    others = group.nodes(box)[1:group.run_nodes(attempt)]
+
+    def one(node: group.Node, node_transport) -> str | None:
+        log = shlex.quote(f"{group.run_dir(node, attempt.id)}/log")
+        try:
+            result = node_transport.run(f"tail -c {LOG_TAIL_BYTES} {log}", check=False,
+                                        timeout=300, limit=LOG_TAIL_BYTES)
+        except UserError:
+            return None
+        if not result.ok:
+            return None
+        name = f"{attempt.id}.node{node.rank}"
+        write_private(real_subdir(local, "logs") / f"{name}.log", result.data)
+        return name
+    if not others:
+        return []
+    try:
+        return [n for n in group.on_every_node(box, transport, one, only=others) if n]
+    except UserError:
+        return []
 
 
 def _stage_from_workdir(transport, run: Run, layout: Layout, into: Path

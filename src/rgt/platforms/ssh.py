@@ -163,6 +163,12 @@ class SshPlatform(Platform):
         if box.is_local and load_profile(box.profile).facts.kind == "local":
             return Released("this machine: nothing bills, nothing to stop")
         stop = load_profile(box.profile).meter_stop
+        members = group.nodes(box)
+        if members:  # a group: each machine bills until its own meter is stopped
+            return Released(f"rgt cannot stop these {len(members)} meters itself: "
+                            f"{stop.how or stop.name}",
+                            still_billing=[f"{box.name} {group.describe(n)} until you "
+                                           f"{stop.name} it in the console" for n in members])
         return Released(f"rgt cannot stop this meter itself: {stop.how or stop.name}",
                         still_billing=[f"{box.name} until you {stop.name} it in the console"])
 

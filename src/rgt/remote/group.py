@@ -22,6 +22,7 @@ other nodes reach it at. What a group adds is here, in one place:
 from __future__ import annotations
 
 import contextlib
+import re
 import shlex
 import tempfile
 import time
@@ -44,6 +45,7 @@ from rgt.store import TERMINAL, Box, Store
 from rgt.transport import SshTarget, Transport
 
 T = TypeVar("T")
+ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
 NODE_KEYS = ("connection", "address", "data_dir", "durable_dir", "python", "python_version",
              "python_executable", "uname", "created_dirs", "instance_id")
 ENV_NPROC_PER_NODE = "RGT_NPROC_PER_NODE"  # torchrun workers per node (default: GPUs, or 1)
@@ -135,6 +137,9 @@ def register(store: Store, name: str, profile: Profile, targets: Sequence[SshTar
     if len({(t.host, t.port) for t in targets}) < len(targets):
         raise UserError("the same machine is given twice: each --ssh must name another one")
     addresses = list(addresses or [t.host for t in targets])
+    odd = [a for a in addresses if not ADDRESS.match(a)]
+    if odd:
+        raise UserError(f"{odd[0]!r} is not a host name or IP address the nodes can dial")
     local = [a for a in addresses if a in ("localhost", "127.0.0.1", "::1")]
     if local:
         raise UserError(f"{local[0]} is how this machine reaches a node, not how the other "
@@ -201,10 +206,29 @@ def launch(box: Box, head_transport: Transport, profile: Profile, spec: JobSpec,
     command = worker_command(spec, spec.resources.nodes)
 
     def one(node: Node, transport: Transport) -> str:
-        env = {**spec.env, **shared, **node_env.rank(node.rank)}
+        env = {**interface_env(transport, node.address), **spec.env, **shared,
+               **node_env.rank(node.rank)}
         return start(transport, spec.model_copy(update={"run": command, "env": env}),
                      node_layout(node, run_id, spec))
     return on_every_node(box, head_transport, one, only=spans(box, spec))
+
+
+SOCKET_IFNAME = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+
+
+def interface_env(transport: Transport, address: str) -> dict[str, str]:
+    """Bind gloo's and NCCL's sockets to the interface that holds the node's group address.
+    Left alone, they bind to whatever the machine's hostname resolves to, and a hostname that
+    resolves to nothing (or to 127.0.1.1) has them listen on loopback, where the other nodes
+    never reach them. {} when no interface holds it (a NATed public address) or `ip` is
+    missing; the spec's own env wins either way."""
+    found = transport.run(f"ip -o addr show 2>/dev/null | awk '{{split($4, a, \"/\"); "
+                          f"if (a[1] == \"{address}\") print $2}}' | head -n 1",
+                          check=False, timeout=30, limit=256)
+    name = found.stdout.strip().split("@")[0]
+    if not name or not all(c.isalnum() or c in "._-" for c in name):
+        return {}
+    return dict.fromkeys(SOCKET_IFNAME, name)
 
 
 def seed_checkpoints(box: Box, head_transport: Transport, spec: JobSpec, run_id: str

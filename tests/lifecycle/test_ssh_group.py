@@ -1,0 +1,127 @@
+"""A group of two SSH machines as one box (issue 31's headline case), with real parts only: two
+hosts in two network namespaces on one LAN (tests/hosts.py), each with its own hostname, its
+own disk (a tmpfs only its processes see) and its own sshd; PyTorch's multi-node DDP example
+(tests/ddp_examples.py: pytorch/examples' multinode.py, gloo on CPU) run through the real CLI
+across both; one node's job processes SIGKILLed mid-run fail the run as a whole and stop the
+other node's ranks; `rgt resume` continues from rank 0's snapshot on both nodes; pull; down
+names both machines as still billing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from pathlib import Path
+
+import hosts
+import pytest
+from boxkit import Rgt, wait_for, write_job
+from ddp_examples import multinode_workdir
+from sshd import SshServer
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.slow
+
+DISK = "/srv/rgt-node"  # each host's own disk, at the same path on both (as on real machines)
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory, sshd_keys):
+    why = hosts.unavailable()
+    if why:
+        pytest.skip(why)
+    lan = hosts.Lan(2, private=[DISK]).start()
+    servers = []
+    try:
+        root = tmp_path_factory.mktemp("group")
+        for i in range(2):
+            # tmux's socket lives in /tmp, which the hosts share: each its own, on its disk
+            servers.append(SshServer(root / f"sshd{i}", sshd_keys, port=2222,
+                                     extra_config=f"SetEnv TMUX_TMPDIR={DISK}",
+                                     host=lan.address(i), exec_prefix=lan.exec_prefix(i)).start())
+        yield lan, servers
+    finally:
+        for server in servers:
+            server.stop()
+        lan.stop()
+
+
+def ssh_of(server: SshServer) -> str:
+    return f"ssh -p {server.port} -i {server.client_key} root@{server.host}"
+
+
+def job_pids(server: SshServer) -> list[int]:
+    """Every process of an rgt run on that host (its network namespace; not its sshd)."""
+    mine = os.readlink(f"/proc/{server.proc.pid}/ns/net")
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/ns/net") != mine:
+                continue
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"RGT_RUN_DIR=" in environ or b"runner.py" in argv:
+            found.append(int(entry))
+    return found
+
+
+def watch(cli: Rgt, run: str) -> dict:
+    return json.loads(cli.ok("watch", "grp", run, "--json").stdout)["run"]
+
+
+def test_ddp_across_two_machines_fails_whole_and_resumes_on_both(group, tmp_path):
+    lan, servers = group
+    cli = Rgt(tmp_path / "rgt-home")
+    up = cli("up", "grp", "--profile", "generic-ssh", "--ssh", ssh_of(servers[0]),
+             "--ssh", ssh_of(servers[1]), "--data-dir", f"{DISK}/data",
+             "--durable-dir", f"{DISK}/durable", "--rate", "2")
+    assert up.returncode == 0, up.stdout + up.stderr
+    work = multinode_workdir(tmp_path / "project")
+    # multinode.py keeps its snapshot in the working directory: pointed at the job's checkpoint
+    # home, which rgt keeps across runs (and gives every node on a relaunch)
+    spec = write_job(work, name="ddp", resources={"nodes": 2}, env={"OMP_NUM_THREADS": "1"},
+                     run='ln -sfn "$RGT_CKPT_DIR/snapshot.pt" snapshot.pt && '
+                         "python multinode.py 8 1 --batch_size 2")
+    first = cli.ok("run", "grp", str(spec), "-d").stdout.strip().splitlines()[-1]
+
+    last: list[dict] = []
+
+    def both_training() -> dict | None:
+        last[:] = [watch(cli, first)]
+        epochs = [n["training"].get("epoch", -1) for n in last[0].get("nodes") or []]
+        return last[0] if len(epochs) == 2 and min(epochs) >= 2 else None
+    try:
+        seen = wait_for(both_training, timeout=120, every=1)
+    except AssertionError:
+        raise AssertionError(f"both nodes never trained: {last}") from None
+    assert [n["address"] for n in seen["nodes"]] == [lan.address(0), lan.address(1)]
+    for pid in job_pids(servers[1]):  # node 1 dies: its runner, torchrun and worker
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+    failed = wait_for(lambda: (s := watch(cli, first))["status"] not in
+                      ("running", "starting") and s, timeout=90, every=1)
+    assert failed["status"] == "failed", failed
+    assert "node 1" in " ".join(failed["causes"]), failed["causes"]
+    assert wait_for(lambda: not job_pids(servers[0]), timeout=60), "node 0's ranks live on"
+
+    again = cli.ok("resume", "grp", first).stdout.strip().splitlines()[-1]
+    done = wait_for(lambda: (s := watch(cli, again))["status"] not in ("running", "starting")
+                    and s, timeout=180, every=1)
+    assert done["status"] == "succeeded", done
+    log = cli.ok("logs", "grp", again).stdout
+    assert "Resuming training from snapshot at Epoch" in log, log[-2000:]
+    assert "[GPU0] Epoch 7" in log
+
+    dest = tmp_path / "pulled"
+    cli.ok("pull", "grp", again, "--dest", str(dest))
+    assert "Resuming training from snapshot" in \
+        (dest / "logs" / f"{again}.node1.log").read_text()  # rank 1 resumed too
+    down = cli("down", "grp", input="grp\n")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "node 1" in down.stdout and lan.address(1) in down.stdout, down.stdout
