@@ -4,11 +4,14 @@ hostname and /etc/hosts (the fake's stand-in for the cluster DNS), so pod i reac
 `<job>-<j>.<service>` as on a real cluster.
 
 PyTorch's multi-node DDP example (tests/ddp_examples.py: gloo on CPU) trains across both pods
-under the torchrun rgt starts; each pod's contract variables are what node_env says; one pod
-killed fails the Job as a whole; cancel and `down` take the Service with the Job."""
+under the torchrun rgt starts; a SkyPilot task file shows each pod's contract variables are
+what node_env says; one pod killed fails the Job as a whole; cancel (a dstack task file) and
+`down` take the Service with the Job. Everything goes through the `rgt` command, as a user's
+does."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -22,10 +25,7 @@ from kube_api import FakeKubeApi
 from kube_cluster import Cluster
 from kubekit import IMAGE, make_tls, write_kubeconfig
 
-from rgt.lifecycle.boxes import up
-from rgt.lifecycle.launch import launch
-from rgt.spec import JobSpec, Resources
-from rgt.store import Store
+from rgt.platforms.k8s.manifests import dns_name
 
 NS = "ml"
 
@@ -57,9 +57,10 @@ def cluster(tmp_path_factory):
     with pytest.MonkeyPatch.context() as env:
         env.setenv("KUBECONFIG", str(write_kubeconfig(root / "kubeconfig", api.url, ca=ca)))
         env.setenv("RGT_HOME", str(root / "rgt-home"))
-        up(Store(), "k8s", "kubernetes", None, rate=None, data_dir=None, durable_dir=None,
-           resources=Resources(image=IMAGE, disk="1G"),
-           options={"mount_path": str(root / "mnt" / "shared"), "access_mode": "ReadWriteMany"})
+        made = rgt("up", "k8s", "--profile", "kubernetes", "--image", IMAGE, "--disk", "1",
+                   "--mount-path", str(root / "mnt" / "shared"), "--access-mode",
+                   "ReadWriteMany")
+        assert made.returncode == 0, made.stdout + made.stderr
         yield cluster, root
     cluster.stop()
     api.stop()
@@ -112,22 +113,22 @@ def test_each_pod_gets_its_rank_the_addresses_and_reaches_the_others(cluster):
     work = root / "contract"
     work.mkdir(exist_ok=True)
     (work / "show.py").write_text(SHOW)
-    spec = JobSpec.model_validate({"name": "contract", "run": "python show.py",
-                                   "dialect": "skypilot", "workdir": str(work),
-                                   "resources": {"nodes": 2},
-                                   "env": {"RGT_RDZV_PORT": str(port)}})
-    run, notes = launch(Store(), "k8s", spec)
-    assert any("2 pods, one Indexed Job" in n for n in notes), notes
-    job = run.spec["platform_run"]["job"]
+    task = root / "sky.yaml"  # a SkyPilot task file, as SkyPilot's users write them
+    task.write_text(f"name: contract\nworkdir: {work}\nnum_nodes: 2\n"
+                    f'envs:\n  RGT_RDZV_PORT: "{port}"\nrun: |\n  python show.py\n')
+    started = rgt("run", "k8s", str(task))
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "2 pods, one Indexed Job" in " ".join(started.stdout.split()), started.stdout
+    run_id = state()["id"]
+    job = dns_name("rgt", run_id)
     service = fake.api.get("services", NS, job)
     assert service["spec"]["clusterIP"] == "None" and service["spec"]["selector"]
-    done = wait_for(lambda: (lambda s: s if s["status"] in ("succeeded", "failed") else None)(
-        watch()), what="the contract job's end")
-    assert done["status"] == "succeeded", done
+    done = rgt("watch", "k8s", "--until-done", "--timeout", "60")
+    assert done.returncode == 0, done.stdout + done.stderr
     logs = rgt("logs", "k8s").stdout
     names = [f"{job}-0.{job}", f"{job}-1.{job}"]
     ips = {}
-    for pod in job_pods(fake.api, run.id):
+    for pod in job_pods(fake.api, run_id):
         rank = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
         ips[rank] = pod["status"]["podIP"]
         assert pod["spec"]["hostname"] == f"{job}-{rank}" and pod["spec"]["subdomain"] == job
@@ -148,12 +149,10 @@ def test_each_pod_gets_its_rank_the_addresses_and_reaches_the_others(cluster):
     assert "HEAD GOT hello from node 1" in blocks[0] and "SENT" in blocks[1], logs
 
 
-def watch() -> dict:
-    from rgt.lifecycle.watch import refresh
-
-    store = Store()
-    box = store.box("k8s")
-    return refresh(store, box, store.run("k8s", None))
+def state() -> dict:
+    """The latest run as `rgt watch --json` reports it."""
+    done = rgt("watch", "k8s", "--json")
+    return json.loads(done.stdout)["run"]
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +185,7 @@ def test_ddp_example_trains_across_two_pods(cluster, ddp_spec, tmp_path):
     (log,) = (tmp_path / "got" / "logs").glob("*.log")
     text = log.read_text()  # node 0's log, the run's (node 1's is log.node-1 beside it)
     assert "[GPU0] Epoch 5" in text and "[GPU1]" not in text and "(node 0 of 2)" in text
-    job = fake.api.get("jobs", NS, Store().run("k8s", None).spec["platform_run"]["job"])
+    job = fake.api.get("jobs", NS, dns_name("rgt", state()["id"]))
     service = fake.api.get("services", NS, job["metadata"]["name"])  # kept with its Job,
     assert [(o["kind"], o["uid"]) for o in service["metadata"]["ownerReferences"]] == \
         [("Job", job["metadata"]["uid"])]  # which owns it: the GC deletes it with the Job
@@ -197,7 +196,7 @@ def test_one_pod_killed_fails_the_whole_job(cluster, ddp_spec):
     ddp_spec.write_text(ddp_spec.read_text().replace("multinode.py 6 2", "multinode.py 400 50"))
     started = rgt("run", "k8s", str(ddp_spec))
     assert started.returncode == 0, started.stdout + started.stderr
-    run_id = Store().run("k8s", None).id
+    run_id = state()["id"]
     log1 = wait_for(lambda: next((fake.root / "volumes").glob(f"*/rgt/{run_id}/log.node-1"),
                                  None), what="node 1's log on the claim")
     wait_for(lambda: "[GPU1] Epoch 2" in log1.read_text(), what="node 1 training")
@@ -206,11 +205,12 @@ def test_one_pod_killed_fails_the_whole_job(cluster, ddp_spec):
     os.killpg(fake.procs[victim["metadata"]["uid"]].popen.pid, signal.SIGKILL)  # node 1 dies
     done = rgt("watch", "k8s", "--until-done", "--timeout", "60")
     assert done.returncode != 0, done.stdout + done.stderr
-    state = watch()
-    assert state["status"] == "failed", state
+    ended = state()
+    assert ended["status"] == "failed", ended
     assert any("node 1 failed first" in c and "exit 137" in c and "fails as a whole" in c
-               for c in state["causes"]), state["causes"]
-    job = fake.api.get("jobs", NS, Store().run("k8s", None).spec["platform_run"]["job"])
+               for c in ended["causes"]), ended["causes"]
+    assert [n["rank"] for n in ended["nodes"]] == [1]  # node 0's pod: deleted by the Job
+    job = fake.api.get("jobs", NS, dns_name("rgt", run_id))
     failed = [c for c in job["status"]["conditions"] if c["type"] == "Failed"]
     assert failed and failed[0]["reason"] == "PodFailurePolicy", job["status"]
     # Kubernetes stopped node 0 too: nothing of the run is left running
@@ -238,14 +238,14 @@ def test_audit_names_the_engines_and_down_takes_the_services(cluster):
     fake.delete("jobs", NS, gone, propagation="Background", grace=None)
     kept.discard(gone)
     assert {s["metadata"]["name"] for s in fake.api.list("services", NS)} == kept
-    sleeper = JobSpec.model_validate({"name": "sleeper", "run": "sleep 60", "dialect": "dstack",
-                                      "workdir": str(cluster[1] / "contract"),
-                                      "resources": {"nodes": 2}})
-    run, _ = launch(Store(), "k8s", sleeper)
-    wait_for(lambda: watch()["status"] == "running", what="both sleepers running")
+    task = cluster[1] / "dstack.yaml"  # a dstack task file, as dstack's users write them
+    task.write_text("type: task\nname: sleeper\nnodes: 2\ncommands:\n  - sleep 60\n")
+    started = rgt("run", "k8s", str(task))
+    assert started.returncode == 0, started.stdout + started.stderr
+    wait_for(lambda: state()["status"] == "running", what="both sleepers running")
     cancelled = rgt("cancel", "k8s", "--yes")
     assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
-    job = run.spec["platform_run"]["job"]
+    job = dns_name("rgt", state()["id"])
     assert f"its headless service {job} went with the Job" in cancelled.stdout or \
         f"delete its headless service {job}" in cancelled.stdout, cancelled.stdout
     assert fake.api.get("services", NS, job) is None and fake.api.get("jobs", NS, job) is None

@@ -43,7 +43,11 @@ from rgt.platforms.k8s.manifests import (
     label_value,
     labels,
 )
+from rgt.platforms.slurm.script import ENV_NPROC_PER_NODE, ENV_RDZV_PORT
 from rgt.remote import node_env
+from rgt.remote.launchers import refuse_lone_launchers, torchrun_command
+from rgt.remote.summary import EXIT_PREEMPTED
+from rgt.spec import JobSpec
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 RANK_NAMES = node_env.RANK_NAMES + node_env.SETUP_RANK_NAMES  # set per pod, not in the env
@@ -71,6 +75,31 @@ def rank_lines() -> list[str]:
     """The pod script's first lines: this pod's rank is its completion index."""
     return [': "${JOB_COMPLETION_INDEX:?not a pod of an Indexed Job}"',
             node_env.allocation_rank_exports("JOB_COMPLETION_INDEX")]
+
+
+def group_command(spec: JobSpec, env: dict[str, str], name: str) -> str:
+    """A multi-node job: the contract's values in every pod's env (the rank from the
+    completion index, set by the script), and the command each pod runs: an rgt spec's
+    `run` is one worker, started under torchrun (c10d on the head pod); a SkyPilot or
+    dstack task's `run` runs as written on every node, as those tools run it."""
+    r = spec.resources
+    refuse_for_group(r.nodes, grid=bool(spec.grid), recover=spec.recover is not None)
+    refuse_lone_launchers(spec.run, r.nodes)
+    try:
+        port = int(spec.env.get(ENV_RDZV_PORT) or node_env.RDZV_PORT)
+        nproc = int(spec.env.get(ENV_NPROC_PER_NODE) or max(1, r.gpu_count))
+    except ValueError:
+        raise UserError(f"{ENV_RDZV_PORT} and {ENV_NPROC_PER_NODE} must be whole "
+                        "numbers") from None
+    if not 0 < port < 65536 or nproc < 1:
+        raise UserError(f"{ENV_RDZV_PORT} must be a port (1-65535) and "
+                        f"{ENV_NPROC_PER_NODE} at least 1")
+    for rank_name in RANK_NAMES:  # one machine's "0": each pod's script sets its own
+        env.pop(rank_name, None)
+    env.update(group_env(name, name, r.nodes, gpus_per_node=r.gpu_count, port=port))
+    if spec.dialect != "rgt":
+        return spec.run
+    return torchrun_command(spec.run, nproc, port=port)
 
 
 def service_manifest(*, name: str, box: str, run_id: str) -> dict[str, Any]:
@@ -126,7 +155,7 @@ def refuse_for_group(nodes: int, *, grid: bool, recover: bool) -> None:
 def refuse_claim(kube: Kube, claim: str, nodes: int) -> None:
     """Every pod mounts the box's claim: on a ReadWriteOnce claim the pods scheduled to other
     nodes wait forever for the volume (Multi-Attach, K8S4)."""
-    pvc = kube.find(kube.ns("/api/v1", "persistentvolumeclaims", claim)) or {}
+    pvc = kube.find(kube.ns(CORE, "persistentvolumeclaims", claim)) or {}
     modes = (pvc.get("spec") or {}).get("accessModes") or []
     if pvc and "ReadWriteMany" not in modes:
         raise UserError(f"resources.nodes={nodes}: the box's PVC {claim} is "
@@ -184,9 +213,10 @@ def group_summary(job: dict[str, Any] | None, pods: list[dict[str, Any]],
     causes = [c for c in summary["causes"] if "the Job controller replaced it" not in c]
     if summary["status"] in ("failed", "preempted"):
         first = first_failure(ranked)
-        if first is not None:
+        if first is not None:  # the group ended as its first failure did (85: preempted)
             code = exit_code(first)
             summary["exit_code"] = code
+            summary["status"] = "preempted" if code == EXIT_PREEMPTED else "failed"
             causes.insert(0, f"node {index_of(first)} failed first ({pod_line(first, events)}); "
                              f"the Job fails as a whole (podFailurePolicy FailJob) and "
                              f"Kubernetes stopped the other {nodes - 1} node(s); `rgt resume` "

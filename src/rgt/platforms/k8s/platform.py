@@ -58,15 +58,13 @@ from rgt.platforms.k8s.checks import (
 from rgt.platforms.k8s.diagnose import image_failure, job_summary, pod_trouble
 from rgt.platforms.k8s.door import DoorTransport
 from rgt.platforms.k8s.group import (
-    RANK_NAMES,
     audit_verdicts,
     by_rank,
-    group_env,
+    group_command,
     group_summary,
     own_service,
     rank_lines,
     refuse_claim,
-    refuse_for_group,
     service_manifest,
 )
 from rgt.platforms.k8s.kubeconfig import load_kubeconfig, resolve
@@ -85,11 +83,9 @@ from rgt.platforms.k8s.manifests import (
     require_digest,
 )
 from rgt.platforms.slurm.options import grid_cells
-from rgt.platforms.slurm.script import ENV_NPROC_PER_NODE, ENV_RDZV_PORT, grid_command
+from rgt.platforms.slurm.script import grid_command
 from rgt.profiles import load_profile
-from rgt.remote.launchers import refuse_lone_launchers, torchrun_command
 from rgt.remote.layout import Layout, job_environment
-from rgt.remote.node_env import RDZV_PORT
 from rgt.spec import JobSpec
 from rgt.spec_sections import KubernetesSettings
 from rgt.store import LIVE, Box, Run, Store
@@ -258,7 +254,7 @@ class KubernetesPlatform(Platform):
         name = dns_name("rgt", layout.run_id)
         ranks: list[str] = []
         if r.nodes > 1:
-            command = self._group_command(spec, env, name)
+            command = group_command(spec, env, name)
             ranks = rank_lines()
         script = pod_script(run=command, setup=spec.setup, outputs=spec.outputs, cells=cells,
                             lib=layout.lib, rank_lines=ranks)
@@ -279,31 +275,6 @@ class KubernetesPlatform(Platform):
             pull_secret=box.extra.get("pull_secret"), service_account=k.service_account,
             tolerations=[t.manifest() for t in k.tolerations],
             priority_class=k.priority_class, extra_labels=k.labels)
-
-    @staticmethod
-    def _group_command(spec: JobSpec, env: dict[str, str], name: str) -> str:
-        """A multi-node job: the contract's values in every pod's env (the rank from the
-        completion index, set by the script), and the command each pod runs: an rgt spec's
-        `run` is one worker, started under torchrun (c10d on the head pod); a SkyPilot or
-        dstack task's `run` runs as written on every node, as those tools run it."""
-        r = spec.resources
-        refuse_for_group(r.nodes, grid=bool(spec.grid), recover=spec.recover is not None)
-        refuse_lone_launchers(spec.run, r.nodes)
-        try:
-            port = int(spec.env.get(ENV_RDZV_PORT) or RDZV_PORT)
-            nproc = int(spec.env.get(ENV_NPROC_PER_NODE) or max(1, r.gpu_count))
-        except ValueError:
-            raise UserError(f"{ENV_RDZV_PORT} and {ENV_NPROC_PER_NODE} must be whole "
-                            "numbers") from None
-        if not 0 < port < 65536 or nproc < 1:
-            raise UserError(f"{ENV_RDZV_PORT} must be a port (1-65535) and "
-                            f"{ENV_NPROC_PER_NODE} at least 1")
-        for rank_name in RANK_NAMES:  # one machine's "0": each pod's script sets its own
-            env.pop(rank_name, None)
-        env.update(group_env(name, name, r.nodes, gpus_per_node=r.gpu_count, port=port))
-        if spec.dialect != "rgt":
-            return spec.run
-        return torchrun_command(spec.run, nproc, port=port)
 
     def launch(self, transport: Transport, box: Box, spec: JobSpec, layout: Layout, *,
                dependency: str | None = None) -> Launched:
