@@ -236,6 +236,9 @@ def test_kubectl_merge_patches_a_headless_service_and_reads_discovery(kube, tmp_
     bad = kubectl(kube, "patch", "service", "rgt-ddp", "--type", "merge", "-p",
                   '{"spec": {"clusterIPx": "None"}}', check=False)
     assert bad.returncode != 0 and "clusterIPx" in bad.stderr, bad.stderr  # strict, as real
+    portless = kubectl(kube, "patch", "service", "rgt-ddp", "--type", "merge", "-p",
+                       '{"spec": {"clusterIP": null}}', check=False)  # headless no more
+    assert portless.returncode != 0 and "is invalid" in portless.stderr, portless.stderr
     kube.api.extra_groups = {"jobset.x-k8s.io": ("v1alpha2", {"jobsets": "JobSet"})}
     groups = json.loads(kubectl(kube, "get", "--raw", "/apis").stdout)["groups"]
     assert {"name": "jobset.x-k8s.io", "versions": [{"groupVersion": "jobset.x-k8s.io/v1alpha2",

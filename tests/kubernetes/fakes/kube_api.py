@@ -12,7 +12,7 @@ Invalid 422). It rejects what the real API rejects for these objects: every crea
 validated against the official 1.32 schema (kubernetes-validate, strict: unknown fields
 refused), plus the semantic rules a schema cannot say (a Job's restartPolicy, GPU requests
 equal to limits, Indexed Jobs need completions, podFailurePolicy needs restartPolicy Never,
-names are RFC 1123).
+names are RFC 1123, a Service has ports unless it is headless).
 
 The cluster behind it (scheduler, Job controller, kubelet running pods as real local
 processes) lives in kube_cluster.py.
@@ -256,6 +256,8 @@ class FakeKubeApi:
             problems += pod_problems(obj.get("spec") or {}, "spec")
         if plural == "secrets":
             problems += secret_problems(obj)
+        if plural == "services":
+            problems += service_problems(obj.get("spec") or {})
         if problems:
             raise ApiFailure(422, "Invalid", f"{label} is invalid: " + ", ".join(problems),
                              {"name": name, "kind": plural})
@@ -354,6 +356,15 @@ def job_problems(job: dict) -> list[str]:
     if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
         problems.append("spec.completions: Required value: when completion mode is Indexed")
     return problems + pod_problems(template, "spec.template.spec")
+
+
+def service_problems(spec: dict) -> list[str]:
+    """ValidateService's rule for ports: only a headless Service (clusterIP: None) or an
+    ExternalName one may have none."""
+    if not spec.get("ports") and spec.get("clusterIP") != "None" and \
+            spec.get("type") != "ExternalName":
+        return ["spec.ports: Required value"]
+    return []
 
 
 SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
