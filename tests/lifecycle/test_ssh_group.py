@@ -125,3 +125,59 @@ def test_ddp_across_two_machines_fails_whole_and_resumes_on_both(group, tmp_path
     down = cli("down", "grp", input="grp\n")
     assert down.returncode == 0, down.stdout + down.stderr
     assert "node 1" in down.stdout and lan.address(1) in down.stdout, down.stdout
+
+
+# SkyPilot's examples/multi_hostname.yaml, as its users run it (the shape and the command are
+# SkyPilot's own): `run` runs once on every node.
+MULTI_HOSTNAME = """\
+name: multi_hostname
+num_nodes: 2
+run: 'echo My hostname: $(hostname)'
+"""
+
+# The launch line of SkyPilot's examples/distributed-pytorch/train.yaml, unchanged but for the
+# script it starts (PyTorch's multinode.py) and one worker per node (no GPUs here).
+DISTRIBUTED = """\
+name: ddp-sky
+num_nodes: 2
+workdir: {workdir}
+envs:
+  OMP_NUM_THREADS: 1
+run: |
+  MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)
+  echo "Starting distributed training, head node: $MASTER_ADDR"
+  torchrun \\
+  --nnodes=$SKYPILOT_NUM_NODES \\
+  --nproc_per_node=1 \\
+  --master_addr=$MASTER_ADDR \\
+  --master_port=8008 \\
+  --node_rank=${SKYPILOT_NODE_RANK} \\
+  multinode.py 2 1
+"""
+
+
+def test_skypilot_multi_node_tasks_run_unchanged_on_the_group(group, tmp_path):
+    lan, servers = group
+    cli = Rgt(tmp_path / "rgt-home")
+    cli.ok("up", "grp", "--profile", "generic-ssh", "--ssh", ssh_of(servers[0]),
+           "--ssh", ssh_of(servers[1]), "--data-dir", f"{DISK}/sky",
+           "--durable-dir", f"{DISK}/sky-durable")
+    audit = cli("audit", "grp")
+    assert f"reach the head {lan.address(0)}:29500" in audit.stdout, audit.stdout
+    work = multinode_workdir(tmp_path / "project")
+    (work / "hostname.yaml").write_text(MULTI_HOSTNAME)
+    (work / "train.yaml").write_text(DISTRIBUTED.replace("{workdir}", str(work)))  # (SkyPilot's
+    # relative workdir is from where the command runs: this test's is elsewhere)
+    for task, expect in (("hostname.yaml", "My hostname: node{}"),
+                         ("train.yaml", "[GPU{}] Epoch 1")):
+        run = cli.ok("run", "grp", str(work / task), "-d").stdout.strip().splitlines()[-1]
+        ended = wait_for(lambda r=run: (s := watch(cli, r))["status"] not in
+                         ("running", "starting") and s, timeout=120, every=1)
+        assert ended["status"] == "succeeded", (ended["log_tail"][-8:], ended["nodes"])
+        dest = tmp_path / f"pulled-{task}"
+        cli.ok("pull", "grp", run, "--dest", str(dest))
+        logs = [(dest / "logs" / f"{run}.log").read_text(),
+                (dest / "logs" / f"{run}.node1.log").read_text()]
+        for rank, log in enumerate(logs):
+            assert expect.format(rank) in log, (rank, log[-1500:])
+    assert f"head node: {lan.address(0)}" in logs[1]

@@ -165,6 +165,13 @@ def render_summary(store: Store, box: str, run_id: str, s: dict) -> None:
         lines.append(_row("ckpt", escape(ckpt["name"])
                           + (f" (step {ckpt['step']})" if ckpt.get("step") is not None else "")
                           + f", written {duration(max(0.0, time.time() - ckpt['mtime']))} ago"))
+    for node in s.get("nodes") or []:  # a multi-node run: each node's state and last line
+        epoch = (node.get("training") or {}).get("epoch")
+        lines.append(_row(f"node {node.get('rank')}", escape(
+            f"{node.get('address')}  {node.get('status')}"
+            + (f" exit {node['exit_code']}" if node.get("exit_code") is not None else "")
+            + (f"  epoch {epoch}" if epoch is not None else "")
+            + f"  {_as_shown(str(node.get('last_line') or ''))[:90]}", lines=False)))
     for i, r in enumerate(s.get("restarts") or [], 1):
         why = f"exit {r.get('exit_code')}" + (f" {r['signal']}" if r.get("signal") else "")
         lines.append(_row("restart", f"{i}: after {escape(why)} ({escape(str(r.get('cause')))})"))

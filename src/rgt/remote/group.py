@@ -361,3 +361,77 @@ def stop_nodes(box: Box, which: Sequence[Node], run_id: str, head_transport: Tra
         stop(transport, run_dir(node, run_id) + "/state.json")
     with contextlib.suppress(UserError, OSError):
         on_every_node(box, head_transport, one, only=which)
+
+
+_LISTEN = ("import socket,sys,time\n"
+           "s=socket.create_server(('', int(sys.argv[1])))\n"
+           "s.settimeout(1)\n"
+           "end=time.time()+float(sys.argv[2])\n"
+           "while time.time()<end:\n"
+           "    try:\n"
+           "        s.accept()[0].close()\n"
+           "    except OSError:\n"
+           "        pass\n")
+_DIAL = ("import socket,sys\n"
+         "try:\n"
+         "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()\n"
+         "    print('ok')\n"
+         "except OSError as e:\n"
+         "    print(type(e).__name__, str(e)[:200])\n")
+# the installed version, read from its metadata: importing torch takes seconds
+_TORCH = ("python3 -c 'import importlib.metadata as m; print(m.version(\"torch\"))' "
+          "2>/dev/null || echo none")
+
+
+def audit(box: Box, head_transport: Transport, port: int = node_env.RDZV_PORT
+          ) -> dict[str, Any]:
+    """`rgt audit` of a group: every node answers; they run one torch (ranks of different
+    versions hang or fail in their first collective); every node reaches the head on the
+    rendezvous port, through a listener started on the head for the check."""
+    members = nodes(box)
+    if not members:
+        return {}
+    verdicts: list[dict[str, str]] = []
+
+    def facts(node: Node, transport: Transport) -> str:
+        python = shlex.quote(transport.python)
+        got = transport.run(_TORCH.replace("python3", python), check=False, timeout=60,
+                            limit=256)
+        return got.stdout.strip().splitlines()[-1][:40] if got.stdout.strip() else "none"
+    try:
+        torches = on_every_node(box, head_transport, facts)
+    except UserError as err:
+        return {"group": {"nodes": len(members), "verdicts": [
+            {"level": "fail", "id": "", "message": f"a node does not answer: {err}"}]}}
+    if len(set(torches)) > 1:
+        verdicts.append({"level": "fail", "id": "", "message": "the nodes run different torch "
+                         "versions (" + ", ".join(f"node {n.rank}: {t}" for n, t in
+                                                  zip(members, torches, strict=True))
+                         + "): install one version on every node"})
+    python = shlex.quote(head_transport.python)
+    listening = head_transport.run(
+        f"{python} -c {shlex.quote(_LISTEN)} {port} 20 </dev/null >/dev/null 2>&1 & "
+        f"sleep 1; kill -0 $! 2>/dev/null && echo up", check=False, timeout=30, limit=64)
+    if "up" not in listening.stdout:
+        verdicts.append({"level": "warn", "id": "", "message": f"port {port} on the head "
+                         f"({members[0].address}) is taken or cannot be opened: set "
+                         "RGT_RDZV_PORT in the spec's env to a free one"})
+    else:
+        def dial(node: Node, transport: Transport) -> str:
+            said = transport.run(f"{shlex.quote(transport.python)} -c {shlex.quote(_DIAL)} "
+                                 f"{shlex.quote(members[0].address)} {port}", check=False,
+                                 timeout=30, limit=512)
+            return said.stdout.strip()[:200]
+        answers = on_every_node(box, head_transport, dial, only=members[1:])
+        for node, said in zip(members[1:], answers, strict=True):
+            if said != "ok":
+                verdicts.append({"level": "fail", "id": "", "message": (
+                    f"{describe(node)} cannot reach the head {members[0].address}:{port} "
+                    f"({said or 'no answer'}): open that port between the nodes (a "
+                    "firewall, a security group) or give the nodes' private addresses")})
+    if not verdicts:
+        verdicts.append({"level": "ok", "id": "", "message": (
+            f"{len(members)} nodes answer, run torch {torches[0]}, and reach the head "
+            f"{members[0].address}:{port}")})
+    return {"group": {"nodes": len(members), "addresses": [n.address for n in members],
+                      "verdicts": verdicts}}
