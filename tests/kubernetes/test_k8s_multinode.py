@@ -209,7 +209,6 @@ def test_one_pod_killed_fails_the_whole_job(cluster, ddp_spec):
     assert ended["status"] == "failed", ended
     assert any("node 1 failed first" in c and "exit 137" in c and "fails as a whole" in c
                for c in ended["causes"]), ended["causes"]
-    assert [n["rank"] for n in ended["nodes"]] == [1]  # node 0's pod: deleted by the Job
     job = fake.api.get("jobs", NS, dns_name("rgt", run_id))
     failed = [c for c in job["status"]["conditions"] if c["type"] == "Failed"]
     assert failed and failed[0]["reason"] == "PodFailurePolicy", job["status"]
@@ -255,3 +254,31 @@ def test_audit_names_the_engines_and_down_takes_the_services(cluster):
     assert "headless Service(s)" in " ".join(down.stdout.split())
     wait_for(lambda: not fake.api.list("services", NS) and not fake.api.list("jobs", NS),
              what="the Jobs and Services gone")
+
+
+def test_the_node_the_job_controller_names_is_the_cause():
+    """Both nodes Failed in the same second (node 0's collective broke when node 1 died): the
+    cause is the pod the Job controller's FailJob condition names, not the first in rank."""
+    from rgt.platforms.k8s.group import group_summary
+
+    def pod(rank: int, code: int) -> dict:
+        return {"metadata": {"name": f"rgt-x-{rank}-abcde", "creationTimestamp":
+                             "2026-01-01T00:00:00Z",
+                             "annotations": {"batch.kubernetes.io/job-completion-index":
+                                             str(rank)}},
+                "status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {
+                    "exitCode": code, "reason": "Error",
+                    "finishedAt": "2026-01-01T00:01:00Z"}}}]}}
+
+    job = {"status": {"startTime": "2026-01-01T00:00:00Z", "conditions": [
+        {"type": "Failed", "status": "True", "reason": "PodFailurePolicy",
+         "message": "Container train for pod ml/rgt-x-1-abcde failed with exit code 137 "
+                    "matching FailJob rule at index 0"}]}}
+    summary = group_summary(job, [pod(0, 1), pod(1, 137)], [], [], nodes=2,
+                            last_status="running")
+    assert summary["status"] == "failed" and summary["exit_code"] == 137
+    assert summary["causes"][0].startswith("node 1 failed first"), summary["causes"]
+    job["status"]["conditions"][0]["message"] = ""  # no word from the controller: earliest,
+    summary = group_summary(job, [pod(0, 143), pod(1, 137)], [], [], nodes=2,  # a kill's
+                            last_status="running")  # SIGTERM (143) is a consequence
+    assert summary["causes"][0].startswith("node 1 failed first"), summary["causes"]

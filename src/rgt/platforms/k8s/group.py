@@ -21,7 +21,7 @@ headless Service, plain batch/v1 and core/v1 that every cluster serves.
   other pods at once; `rgt resume` starts the group again from the checkpoint home on the
   claim, which every pod mounts (so the claim must be ReadWriteMany).
 * Not gang-scheduled: a pod that finds no room stays Pending while the others wait at the
-  rendezvous (torchrun's join timeout, 600 s by default). JobSet or Kueue would gang-schedule;
+  rendezvous until torchrun gives up on it. JobSet or Kueue would gang-schedule;
   `rgt audit` says whether the cluster serves JobSet or the training operator's PyTorchJob,
   as information — rgt submits the Indexed Job either way, the same on every cluster.
 """
@@ -29,12 +29,20 @@ headless Service, plain batch/v1 and core/v1 that every cluster serves.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from rgt.errors import UserError
 from rgt.platforms.k8s.api import CORE, ApiError, Kube
-from rgt.platforms.k8s.diagnose import container, exit_code, job_summary, pod_line, stamp
+from rgt.platforms.k8s.diagnose import (
+    condition,
+    container,
+    exit_code,
+    job_summary,
+    pod_line,
+    stamp,
+)
 from rgt.platforms.k8s.manifests import (
     BOX_LABEL,
     CONTAINER,
@@ -80,7 +88,7 @@ def rank_lines() -> list[str]:
 def group_command(spec: JobSpec, env: dict[str, str], name: str) -> str:
     """A multi-node job: the contract's values in every pod's env (the rank from the
     completion index, set by the script), and the command each pod runs: an rgt spec's
-    `run` is one worker, started under torchrun (c10d on the head pod); a SkyPilot or
+    `run` is one worker, started under torchrun (meeting on the head pod); a SkyPilot or
     dstack task's `run` runs as written on every node, as those tools run it."""
     r = spec.resources
     refuse_for_group(r.nodes, grid=bool(spec.grid), recover=spec.recover is not None)
@@ -185,8 +193,22 @@ def by_rank(pods: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                                                           .get("creationTimestamp")) or 0))
 
 
-def first_failure(pods: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """The pod that failed first (the cause; the others were stopped because of it)."""
+_FAILJOB_POD = re.compile(r"\bfor pod [^/\s]+/(\S+) failed\b")
+
+
+def first_failure(pods: Sequence[dict[str, Any]], job: dict[str, Any] | None = None
+                  ) -> dict[str, Any] | None:
+    """The pod that failed first (the cause; the others were stopped because of it): the one
+    the Job controller names in its Failed condition ("Container train for pod NS/NAME failed
+    with exit code 137 matching FailJob rule"), else the earliest to end — a survivor whose
+    collective broke fails within the same second, so the cluster's word comes first."""
+    cond = (condition(job, "Failed") or condition(job, "FailureTarget") or {}) if job else {}
+    named = _FAILJOB_POD.search(str(cond.get("message") or ""))
+    if named:
+        found = [p for p in pods if (p.get("metadata") or {}).get("name") == named[1]]
+        if found:
+            return found[0]
+
     def ended(pod: dict[str, Any]) -> float:
         term = (container(pod).get("state") or {}).get("terminated") or {}
         return stamp(term.get("finishedAt")) or float("inf")
@@ -212,7 +234,7 @@ def group_summary(job: dict[str, Any] | None, pods: list[dict[str, Any]],
     summary["restarts"] = []  # no pod is replaced alone: a failure ends the group
     causes = [c for c in summary["causes"] if "the Job controller replaced it" not in c]
     if summary["status"] in ("failed", "preempted"):
-        first = first_failure(ranked)
+        first = first_failure(ranked, job)
         if first is not None:  # the group ended as its first failure did (85: preempted)
             code = exit_code(first)
             summary["exit_code"] = code
