@@ -97,10 +97,15 @@ def _cgroup_mounts() -> list[str]:
 
 class SlurmCluster:
     def __init__(self, root: Path, *, kill_wait: int = 5, nodes: int = 1,
-                 node_timeout: int = 5) -> None:
+                 node_timeout: int = 5, gpus: int = 0) -> None:
         self.root = Path(root)
         self.kill_wait = kill_wait
         self.node_timeout = node_timeout  # SlurmdTimeout with several nodes
+        # GPUs each node declares (several nodes; 0 or 1): counted, not real (/dev/null is the
+        # device), so a task that asks for a GPU is scheduled and told so, and runs on the CPU
+        if gpus not in (0, 1):
+            raise ValueError("a test node declares at most one (pretend) GPU")
+        self.gpus = gpus
         self.host = socket.gethostname().split(".")[0]
         self.lan = None
         if nodes > 1:
@@ -132,9 +137,12 @@ class SlurmCluster:
             # slurmd has files of its own (%n: its node name)
             controller = f"{self.host}({self.lan.laptop})"
             slurmd_files = ("slurmd-%n.pid", "slurmd-%n.log", "spool/%n")
+            gres = f" Gres=gpu:{self.gpus}" if self.gpus else ""
             node_lines = [f"NodeName={name} NodeAddr={self.lan.address(i)} CPUs={self.cpus} "
-                          f"RealMemory={self.memory_mb} State=UNKNOWN"
+                          f"RealMemory={self.memory_mb}{gres} State=UNKNOWN"
                           for i, name in enumerate(self.nodes)]
+            if self.gpus:
+                node_lines.insert(0, "GresTypes=gpu")
         return "\n".join([
             "ClusterName=rgttest",
             f"SlurmctldHost={controller}",
@@ -159,7 +167,8 @@ class SlurmCluster:
             "TaskPlugin=task/none",
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core_Memory",
-            "DefMemPerCPU=512",
+            # a distributed job's launcher and worker on a node take more than 512M
+            f"DefMemPerCPU={512 if self.lan is None else 2048}",
             "JobCompType=jobcomp/filetxt",
             f"JobCompLoc={self.jobcomp}",
             "AccountingStorageType=accounting_storage/none",
@@ -196,6 +205,9 @@ class SlurmCluster:
         os.chmod(self.root, 0o755)
         os.chmod(self.root / "munge", 0o700)
         self.conf.write_text(self.slurm_conf())
+        if self.gpus:
+            # one device file per GPU is how slurmd counts them; /dev/null stands for one
+            (self.root / "gres.conf").write_text("Name=gpu File=/dev/null\n")
         if self.lan is not None:  # first: the controller's address is on the LAN's bridge
             self.hosts_file.write_text(self.hosts_text())
             self.lan.start()

@@ -53,11 +53,12 @@ def slurm_box(slurm_env, tmp_path) -> tuple[Store, Box]:
 @pytest.fixture(scope="module")
 def slurm_two_nodes(tmp_path_factory):
     """A private cluster of two nodes (two network + UTS namespaces, one slurmd each), for one
-    module: its tests share it; `crash_node`/`boot_node` leave it whole again."""
+    module, each node with one pretend GPU (counted by Slurm, a CPU underneath): its tests
+    share it; `crash_node`/`boot_node` leave it whole again."""
     reason = unavailable() or _hosts_unavailable()
     if reason:
         pytest.skip(reason)
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm2"), nodes=2)
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm2"), nodes=2, gpus=1)
     try:
         cluster.start()
     except ClusterError as err:

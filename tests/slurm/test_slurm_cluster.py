@@ -308,7 +308,7 @@ def test_torchrun_two_processes_through_the_generated_script(slurm_cluster, slur
     (spec_path.parent / "dist.py").write_text(DIST)
     run, _ = launch(store, "hpc", load_spec(spec_path))
     script = Path(run.spec["platform_run"]["script"]).read_text()
-    assert "torchrun --nnodes=$SLURM_NNODES --nproc-per-node=2" in script
+    assert "torchrun --nnodes=$RGT_NUM_NODES --nproc-per-node=2" in script
     slurm_cluster.wait_for_job(run.spec["platform_run"]["job_id"], timeout=120)
     summary = watch.refresh(store, box, run)
     assert summary["status"] == "succeeded", summary

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -120,8 +121,9 @@ def ddp_spec(tmp_path: Path, epochs: int, save_every: int) -> Path:
     spec.write_text(yaml.safe_dump({
         "name": "ddp", "workdir": ".",
         "setup": 'ln -sfn "$RGT_CKPT_DIR/snapshot.pt" snapshot.pt',
-        "run": 'echo "$(hostname): node $RGT_NODE_RANK of $RGT_NUM_NODES"\n'
-               f"python multinode.py {epochs} {save_every}\n",
+        "run": 'echo "$(hostname): node $RGT_NODE_RANK of $RGT_NUM_NODES${HUB_TOKEN:+, token}"'
+               f"\npython multinode.py {epochs} {save_every}\n",
+        "secrets": ["HUB_TOKEN"],  # sent on stdin; every attempt of the job must have it
         "checkpoint_dir": "$RGT_CKPT_DIR",
         "resources": {"nodes": 2, "cpus": 1, "mem": "1G"},
         # srun labels each line with its task, and task i runs on node i (one task a node)
@@ -158,23 +160,25 @@ def test_ddp_across_both_nodes_survives_a_dead_node_and_a_crashed_rank(
     env, store, box = hpc
     cluster = slurm_two_nodes
     epochs = 30
-    run_id = started(env, ddp_spec(tmp_path, epochs, 2))
+    run_id = started({**env, "HUB_TOKEN": "hf_x"}, ddp_spec(tmp_path, epochs, 2))
     job_id = store.run("hpc", run_id).spec["platform_run"]["job_id"]
     log = slurm_log(store, run_id)
     wait_for_log(log, r"^0: Epoch ([6-9]|\d\d+) \| Training snapshot saved", cluster)
     first = log.read_text()
-    assert "0: node0: node 0 of 2" in first and "1: node1: node 1 of 2" in first, first
-    assert re.search(r"^0: \[GPU[01]\] Epoch", first, re.M), first  # a rank on each node
-    assert re.search(r"^1: \[GPU[01]\] Epoch", first, re.M), first
+    assert "0: node0: node 0 of 2, token" in first, first
+    assert "1: node1: node 1 of 2, token" in first, first
+    # node i's trainer is global rank i (--node-rank from its RGT_NODE_RANK), one a node
+    assert "0: [GPU0] Epoch 0 |" in first and "1: [GPU1] Epoch 0 |" in first, first
+    assert "[GPU2]" not in first
     assert "Resuming" not in first
 
     cluster.crash_node(1)
-    T0 = time.monotonic()
+    crashed_at = time.monotonic()
     deadline = time.monotonic() + cluster.node_timeout * 3 + 30
     while (rec := job_record(cluster, job_id)).get("Restarts") != "1":
         assert time.monotonic() < deadline, (rec, cluster.logs())
         time.sleep(0.5)
-    print("NODE_FAIL after", time.monotonic() - T0)
+    print("NODE_FAIL after", time.monotonic() - crashed_at)
     assert "NODE_FAIL" in cluster.jobcomp.read_text()  # Slurm ended the attempt, not rgt
     watched = rgt("watch", "hpc", run_id, env=env)
     assert watched.returncode == 0, watched.stdout + watched.stderr
@@ -186,10 +190,13 @@ def test_ddp_across_both_nodes_survives_a_dead_node_and_a_crashed_rank(
     wait_for_log(log, r"^0: Resuming training from snapshot", cluster, after=len(first))
     second = log.read_text()[len(first):]
     assert re.search(r"^\[rgt\] job \d+ attempt 1 on node0", second, re.M), second
+    # the script saw Slurm's own requeue, did not try one of its own, kept the secrets
+    assert f"Slurm requeued job {job_id} itself" in second and "requeue failed" not in second
+    assert "0: node0: node 0 of 2, token" in second, second
     resumed = resumed_at(second)
     assert resumed.keys() == {"0", "1"} and len(set(resumed.values())) == 1, second
     k1 = resumed["0"]
-    print("resumed after", time.monotonic() - T0)
+    print("resumed after", time.monotonic() - crashed_at)
     assert k1 >= 4 and k1 % 2 == 0, second  # a snapshot of the first attempt, saved every 2
 
     # the head's trainer crashes a few epochs on: torchrun fails, and the job with it
@@ -204,7 +211,7 @@ def test_ddp_across_both_nodes_survives_a_dead_node_and_a_crashed_rank(
     assert "failed" in failed.stdout and "succeeded" not in failed.stdout, failed.stdout
     print(failed.stdout)
 
-    resumed_run = rgt("resume", "hpc", run_id, env=env)
+    resumed_run = rgt("resume", "hpc", run_id, env={**env, "HUB_TOKEN": "hf_x"})
     assert resumed_run.returncode == 0, resumed_run.stdout + resumed_run.stderr
     print(resumed_run.stdout)
     new_id = resumed_run.stdout.strip().splitlines()[-1]
@@ -215,9 +222,10 @@ def test_ddp_across_both_nodes_survives_a_dead_node_and_a_crashed_rank(
     print(done.stdout)
     resumed = resumed_at(new_log)
     assert resumed.keys() == {"0", "1"} and len(set(resumed.values())) == 1, new_log
+    assert "0: node0: node 0 of 2, token" in new_log, new_log
     assert resumed["0"] >= k1 + 4, new_log  # from the later snapshot, not the first one
     for node in ("0", "1"):
-        assert re.search(rf"^{node}: \[GPU[01]\] Epoch {epochs - 1} \|", new_log, re.M), new_log
+        assert f"{node}: [GPU{node}] Epoch {epochs - 1} |" in new_log, new_log
     print("\n".join(line for line in (first + second).splitlines()
                     if "Resuming" in line or "node " in line or "[rgt]" in line))
     print("\n".join(line for line in new_log.splitlines()
@@ -230,3 +238,38 @@ def test_ddp_across_both_nodes_survives_a_dead_node_and_a_crashed_rank(
 
     snapshot = torch.load(dest / "ckpt" / "snapshot.pt", weights_only=False)
     assert snapshot["EPOCHS_RUN"] == epochs - 2  # the last epoch rank 0 saved (every 2)
+
+
+SKY_TASKS = Path(__file__).parent.parent / "data" / "skypilot"
+
+
+def test_skypilot_multinode_task_runs_its_own_torchrun_line_on_both_nodes(
+        slurm_two_nodes, hpc, tmp_path):
+    """SkyPilot's shape of a distributed task (tests/data/skypilot/train-rdzv.yaml): its own
+    torchrun line from SKYPILOT_NODE_RANK / SKYPILOT_NODE_IPS / SKYPILOT_NUM_GPUS_PER_NODE,
+    run as written on each node. Changed only where this machine must: one (pretend) GPU a
+    node instead of eight, PyTorch's multinode.py for its train.py, and a workdir holding it."""
+    env, store, box = hpc
+    text = (SKY_TASKS / "train-rdzv.yaml").read_text()
+    for old, new in (("accelerators: H100:8", "accelerators: H100:1"),
+                     ("\nnum_nodes: 2\n", "\nworkdir: .\nnum_nodes: 2\n"),
+                     ("train.py --epochs 3", "multinode.py 3 1")):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    work = multinode_workdir(tmp_path / "sky")
+    (work / "requirements.txt").write_text("# torch: installed on this cluster already\n")
+    (work / "train-rdzv.yaml").write_text(text)
+    # SkyPilot reads `workdir: .` from where it is launched: the user's project directory
+    result = subprocess.run([sys.executable, "-m", "rgt", "run", "hpc", "train-rdzv.yaml"],
+                            cwd=work, env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1",
+                                           **env}, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    run_id = result.stdout.strip().splitlines()[-1]
+    done = watch_until_done(env, run_id, 90)
+    log = slurm_log(store, run_id).read_text()
+    assert done.returncode == 0 and "succeeded" in done.stdout, done.stdout + log
+    # each node's own line, with its own rank and the head from line 1 of SKYPILOT_NODE_IPS
+    assert "node 0 of 2, head node0" in log and "node 1 of 2, head node0" in log, log
+    for rank in (0, 1):  # two ranks, one a node: none duplicated, none training alone
+        assert f"[GPU{rank}] Epoch 2 |" in log, log
+    assert "[GPU2]" not in log and log.count("Epoch 2 | Training snapshot saved") == 1, log

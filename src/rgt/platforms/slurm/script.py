@@ -149,16 +149,38 @@ rgt_cancelled() {  # is Slurm ending this job for good (a cancel), not warning i
   case $rec in *" JobState=COMPLETING "*) case $rec in *" Reason=None "*) return 0 ;; esac ;; esac
   return 1
 }
+rgt_requeued() {  # has Slurm requeued this job itself (a node of it failed, a preemption)?
+  local rec
+  rec=" $(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | head -n 1) "
+  case $rec in *" Restarts=$rgt_attempt "*) return 1 ;; *" Restarts="*) return 0 ;; esac
+  return 1
+}
 """
 
 _EPILOGUE = r"""rgt_rc=$?
-if [ "$rgt_rc" -eq {preempted} ] || {{ [ -n "$rgt_signal" ] && [ "$rgt_rc" -ne 0 ]; }}; then
+# Another node of the job died: Slurm requeues the job itself (NODE_FAIL) and signals this
+# shell, sometimes just after the step has ended. Give it a moment to say so before taking
+# the failure for the run's end (which removes the secrets the next attempt needs).
+if [ "$rgt_rc" -ne 0 ] && [ -z "$rgt_signal" ] && [ "${{SLURM_NNODES:-1}}" -gt 1 ]; then
+  for rgt_i in 1 2 3 4 5 6; do
+    rgt_requeued && break
+    sleep 0.5
+    [ -n "$rgt_signal" ] && break
+  done
+fi
+if [ "$rgt_rc" -eq {preempted} ] || {{ [ -n "$rgt_signal" ] && [ "$rgt_rc" -ne 0 ]; }} ||
+    {{ [ "$rgt_rc" -ne 0 ] && rgt_requeued; }}; then
   if rgt_cancelled; then
     echo "[rgt] step exited $rgt_rc after SIG${{rgt_signal:-?}}: job $SLURM_JOB_ID was" \
       "cancelled, so it is not requeued; its checkpoints stay in $RGT_CKPT_DIR"
 {forget}    trap '' TERM USR1
     scancel "$rgt_self" 2>/dev/null  # Slurm records CANCELLED, not a failed exit {preempted}
     exit "$rgt_rc"
+  fi
+  if rgt_requeued; then  # its next attempt still needs secrets.env: not removed
+    echo "[rgt] step exited $rgt_rc: Slurm requeued job $SLURM_JOB_ID itself (a failed node," \
+      "a preemption); the next attempt resumes from the latest checkpoint"
+    exit {preempted}
   fi
   echo "[rgt] step exited $rgt_rc after SIG${{rgt_signal:-?}}: requeueing job $SLURM_JOB_ID"
   if scontrol requeue "$SLURM_JOB_ID"; then
