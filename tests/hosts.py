@@ -117,6 +117,10 @@ class Lan:
         machine does, while its processes live on unseen."""
         _ip("link", "set", f"{self.bridge[:9]}h{i}o", "down")
 
+    def join(self, i: int) -> None:
+        """Host i's link comes back up (after `cut`)."""
+        _ip("link", "set", f"{self.bridge[:9]}h{i}o", "up")
+
     def stop(self) -> None:
         for ns in self.namespaces:
             if ns in self._made:

@@ -181,3 +181,31 @@ def test_skypilot_multi_node_tasks_run_unchanged_on_the_group(group, tmp_path):
         for rank, log in enumerate(logs):
             assert expect.format(rank) in log, (rank, log[-1500:])
     assert f"head node: {lan.address(0)}" in logs[1]
+
+
+def test_a_node_that_stops_answering_fails_the_run_and_stops_the_others(group, tmp_path):
+    lan, servers = group
+    cli = Rgt(tmp_path / "rgt-home")
+    cli.env["RGT_NODE_LOST_S"] = "3"  # (180 s unless told)
+    cli.ok("up", "grp", "--profile", "generic-ssh", "--ssh", ssh_of(servers[0]),
+           "--ssh", ssh_of(servers[1]), "--data-dir", f"{DISK}/cut",
+           "--durable-dir", f"{DISK}/cut-durable")
+    task = tmp_path / "sleep.yaml"
+    task.write_text("name: sleeper\nnum_nodes: 2\nrun: sleep 300\n")
+    run = cli.ok("run", "grp", str(task), "-d").stdout.strip().splitlines()[-1]
+    wait_for(lambda: [n["status"] for n in watch(cli, run)["nodes"]] == ["running"] * 2,
+             timeout=60, every=1)
+    lan.cut(1)  # node 1 vanishes from the network; its processes live on, unseen
+    try:
+        ended = wait_for(lambda: (s := watch(cli, run))["status"] != "running" and s,
+                         timeout=120, every=1)
+    finally:
+        lan.join(1)
+    assert ended["status"] == "failed", ended
+    causes = " ".join(ended["causes"])
+    assert "node 1" in causes and "not answering for" in causes, causes
+    assert "stopped the ranks still running on node(s) 0" in causes, causes
+    assert wait_for(lambda: not job_pids(servers[0]), timeout=30), "node 0's job lives on"
+    for pid in job_pids(servers[1]):  # (what the cut left running on node 1)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

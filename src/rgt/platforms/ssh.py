@@ -119,7 +119,14 @@ class SshPlatform(Platform):
         every node of a multi-node run."""
         count = group.run_nodes(run)
         if count > 1:
-            return group.state(box, run.id, count, transport, stop=group.stop_runner)
+            info = run.spec.get("platform_run") or {}
+            silent = dict(info.get("silent") or {})
+            summary = group.state(box, run.id, count, transport, stop=group.stop_runner,
+                                  silent=silent, lost_after=group.lost_after())
+            if silent != (info.get("silent") or {}):  # kept between polls: since when
+                run.spec = {**run.spec, "platform_run": {**info, "silent": silent}}
+                store.update_run(run.id, spec=run.spec)
+            return summary
         return summarize(run_json(transport, "probe", run.remote_dir, "--dirs", box.data_dir,
                                   box.durable_dir, timeout=60))
 

@@ -22,6 +22,7 @@ other nodes reach it at. What a group adds is here, in one place:
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shlex
 import tempfile
@@ -280,38 +281,66 @@ def stop_runner(transport: Transport, state_path: str, grace_s: float = 10) -> N
     run_json(transport, "stop", state_path, str(grace_s), timeout=grace_s + 60)
 
 
+NODE_LOST_S = 180.0  # a node silent this long has vanished (RGT_NODE_LOST_S to change it)
+
+
+def lost_after() -> float:
+    """Seconds a node of a running group may not answer before the run is given up."""
+    try:
+        value = float(os.environ.get("RGT_NODE_LOST_S") or NODE_LOST_S)
+    except ValueError:
+        raise UserError("RGT_NODE_LOST_S must be a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise UserError("RGT_NODE_LOST_S must be a number of seconds above 0")
+    return value
+
+
 def run_dir(node: Node, run_id: str) -> str:
     """Where run `run_id` lives on this node (`Layout.run_dir` there)."""
     return f"{node.box.data_dir}/rgt/{run_id}"
 
 
 def state(box: Box, run_id: str, count: int, head_transport: Transport,
-          *, stop: Callable[[Transport, str], Any]) -> dict[str, Any]:
+          *, stop: Callable[[Transport, str], Any], silent: dict[str, float],
+          lost_after: float) -> dict[str, Any]:
     """Every node probed; the run's summary (the head's, its status the group's), with
     `nodes`: each node's status and last log line. A node that ended otherwise than in
-    success fails the run, and the nodes still running are stopped (`stop`)."""
+    success fails the run, and the nodes still running are stopped (`stop`).
+
+    A node that does not answer is "unreachable" for a while: `silent` (rank -> when it was
+    first seen silent, kept by the caller between polls, updated here) says since when, and
+    after `lost_after` seconds it counts as vanished: its ranks' peers would otherwise wait on
+    it until a collective times out, which can be half an hour. The head not answering is the
+    box not answering, raised as for one machine."""
     members = nodes(box)[:count]
 
     def probe(node: Node, transport: Transport) -> dict[str, Any]:
-        where = run_dir(node, run_id)
-        try:
-            return summarize(run_json(transport, "probe", where, "--dirs", node.box.data_dir,
-                                      node.box.durable_dir, timeout=60))
-        except (UserError, OSError) as err:
-            return {**summarize({}), "status": "unreachable", "causes": [str(err)[:300]]}
+        return summarize(run_json(transport, "probe", run_dir(node, run_id), "--dirs",
+                                  node.box.data_dir, node.box.durable_dir, timeout=60))
 
     def reach(node: Node) -> dict[str, Any]:
         if node.rank == 0:
             return probe(node, head_transport)
+        transport = None
         try:
             transport = transport_for(node.box)
+            return probe(node, transport)
         except (UserError, OSError) as err:
             return {**summarize({}), "status": "unreachable", "causes": [str(err)[:300]]}
-        try:
-            return probe(node, transport)
         finally:
-            transport.close()
+            if transport is not None:
+                transport.close()
     summaries = in_parallel(members, reach, name=describe)
+    now = time.time()
+    for node, said in zip(members, summaries, strict=True):
+        key = str(node.rank)
+        if said["status"] != "unreachable":
+            silent.pop(key, None)
+            continue
+        since = silent.setdefault(key, now)
+        if now - since >= lost_after:
+            said.update(status="vanished", causes=[
+                f"not answering for {now - since:.0f} s ({said['causes'][0]})"])
     statuses = [s["status"] for s in summaries]
     head = dict(summaries[0])
     head["nodes"] = [{"rank": n.rank, "address": n.address, "status": s["status"],
