@@ -324,8 +324,9 @@ class KubernetesPlatform(Platform):
             status = self._first_pod(kube, name, layout.run_id, notes,
                                      need=spec.resources.nodes)
         except ImageRefused:
-            if service:
-                kube.delete(kube.ns(CORE, "services", name))
+            if service:  # its owner is gone; the GC may be slower than this
+                with contextlib.suppress(UserError):
+                    kube.delete(kube.ns(CORE, "services", name))
             raise
         except UserError as err:  # the Job exists: the run must be recorded, never lost
             notes.append(f"could not follow the first pod ({err}); `rgt watch` will")
