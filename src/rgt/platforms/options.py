@@ -97,6 +97,9 @@ WAIT = Option("wait", float, "Seconds to wait before giving up: for capacity on 
               default_shown="1800 on Lambda, 900 on vast.ai and RunPod")
 SECRET = Option("secret", str, "An env var NAME passed as env at create (repeatable; VAST11).",
                 RENTING_PANEL, key="secrets", repeatable=True)
+KEEP_PARTIAL = Option("keep_partial", bool, "With --nodes N: keep (and bill) the instances of a "
+                      "group that could not be formed, instead of releasing them.",
+                      RENTING_PANEL)
 
 
 def flags_module(target: str) -> str | None:

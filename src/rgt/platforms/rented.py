@@ -20,6 +20,11 @@ order of what rgt does around those calls is the same for all three, and lives h
 6. **Release** (`release`): destroy → poll until the cloud says gone → what still bills, with
    one event vocabulary (`RELEASE_ASKED`, `RELEASED`) and one account of what keeps billing
    (`box.extra["still_billing"]`, read by `rgt ls` and `rgt down`).
+7. **A group** (`rgt up NAME --nodes N`, rgt.platforms.rentgroup): N instances named NAME-0..,
+   each recorded as it is created, booted in parallel, registered as one box of N nodes
+   (rgt.remote.group); a partial group released (or kept, `--keep-partial`) in one line;
+   `release` destroys every node's instance. A cloud adds the hooks `group_plan`,
+   `create_node`, `node_target`, `node_address`, `node_rate`, `node_region`.
 
 One size parser serves `--disk` and friends (`rgt.platforms.base.size_gb`, over
 `rgt.spec.size_gib`): the same words mean the same GB on every cloud and platform, 1024-based
@@ -56,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
+from rgt.platforms import rentgroup
 from rgt.platforms.base import (
     Released,
     Request,
@@ -65,6 +71,7 @@ from rgt.platforms.base import (
 from rgt.platforms.http import AmbiguousCreate, ApiClient, adopt_lost_create, poll_interval
 from rgt.platforms.ssh import SshPlatform
 from rgt.profiles import load_profile
+from rgt.remote import group
 from rgt.remote.register import register_rented
 from rgt.remote.summary import summarize
 from rgt.store import TERMINAL, Box, Store
@@ -160,12 +167,49 @@ class RentedPlatform(SshPlatform):
                 f"after {wait_s:.0f} s and IS BILLING: check {self.console}, and {self.kill} "
                 "it there if it never comes up")
 
+    # a group (`--nodes N`): rgt.platforms.rentgroup drives these -----------------------------
+
+    def group_plan(self, api: ApiClient, store: Store, request: Request) -> rentgroup.Plan:
+        """Everything a group's creates need, checked and looked up once before the first
+        (the refusals `rent` makes for one instance)."""
+        raise UserError(f"rgt cannot rent a group of {self.service} {self.thing}s (--nodes)")
+
+    def create_node(self, api: ApiClient, plan: rentgroup.Plan, rank: int, name: str,
+                    region: str | None, first: rentgroup.Created | None,
+                    on_wait: Notify) -> rentgroup.Created:
+        """One create (`create_once`) carrying `name`, in `region` (the group's, once the
+        head has one) and like `first` (the head) where given. Not recorded: the caller does."""
+        raise NotImplementedError
+
+    def node_target(self, row: dict[str, Any], plan: rentgroup.Plan) -> SshTarget:
+        """Where a booted instance answers SSH."""
+        raise NotImplementedError
+
+    def node_address(self, row: dict[str, Any]) -> str:
+        """Where the other nodes reach it: its private address where the API gives one."""
+        raise NotImplementedError
+
+    def node_rate(self, row: dict[str, Any]) -> float:
+        """USD per hour of a listed instance (an adopted one: its create's answer is lost)."""
+        return 0.0
+
+    def node_region(self, row: dict[str, Any]) -> str | None:
+        return None
+
     # the skeleton -----------------------------------------------------------------------------
+
+    def provision(self, store: Store, request: Request) -> Box:
+        if request.target is None and request.resources.nodes > 1:
+            return rentgroup.rent_group(self, store, request)
+        return super().provision(store, request)
 
     def refuse_before_renting(self, request: Request) -> None:
         """What `rent` cannot honour, refused by name before any request that could bill."""
         refuse_unsupported(self.name, self.supports, request.resources)
         refuse_options(self.name, set(self.rent_options | set(self.CONNECTION)), request.options)
+        if request.options.get("keep_partial") and request.resources.nodes < 2:
+            raise UserError("--keep-partial is for a group (--nodes N): it keeps the instances "
+                            "of a group that could not be formed")
         if request.rate is not None:
             raise UserError("--rate is for a box you rented by hand: when rgt rents, the price "
                             "comes from the API")
@@ -278,6 +322,9 @@ class RentedPlatform(SshPlatform):
                 f"{self.kill_by_hand}{trap}; it bills until then",
                 still_billing=[f"{self.service} {self.thing} {box.name} until you {self.kill} "
                                "it"])
+        members = group.nodes(box)
+        if members:  # a group rgt rented: every node's instance (rgt.platforms.rentgroup)
+            return rentgroup.release_group(self, store, box, members)
         instance_id = self.instance_id(box)
         poll_s = poll_interval()
         with self.client() as api:

@@ -35,7 +35,8 @@ class FakeApi:
         self.requests: list[Request] = []
         self.failures: list[int] = []
         self.after: list[tuple[str, str, int]] = []  # (method, path prefix, status or 0 = drop)
-        self.before: list[tuple[str, str, int]] = []  # (method, path prefix, status)
+        # (method, path prefix, status, how many such requests to serve first)
+        self.before: list[tuple[str, str, int, int]] = []
         self.lock = threading.RLock()
         self.server: ThreadingHTTPServer | None = None
 
@@ -62,10 +63,12 @@ class FakeApi:
         with self.lock:
             self.after.append((method, path_start, status))
 
-    def fail_before(self, method: str, path_start: str, status: int = 502) -> None:
-        """The next `method path_start…` is answered `status` WITHOUT doing the work."""
+    def fail_before(self, method: str, path_start: str, status: int = 502,
+                    skip: int = 0) -> None:
+        """The next `method path_start…` (after `skip` served) is answered `status` WITHOUT
+        doing the work."""
         with self.lock:
-            self.before.append((method, path_start, status))
+            self.before.append((method, path_start, status, skip))
 
     def calls(self, method: str, path_start: str = "") -> list[Request]:
         with self.lock:
@@ -99,10 +102,13 @@ class FakeApi:
                 status = self.failures.pop(0)
                 return status, {"error": "rate limited" if status == 429 else "server error"}, \
                     {"Retry-After": "0"}
-            for i, (m, start, code) in enumerate(self.before):
+            for i, (m, start, code, skip) in enumerate(self.before):
                 if m == method and path.startswith(start):
+                    if skip:
+                        self.before[i] = (m, start, code, skip - 1)
+                        break
                     del self.before[i]
-                    return code, {"error": "bad gateway"}, {}
+                    return code, {"error": "bad gateway" if code >= 500 else "refused"}, {}
             answer = self.handle(req)
             status, payload = answer[0], answer[1]
             headers = answer[2] if len(answer) > 2 else {}

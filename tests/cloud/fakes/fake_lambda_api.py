@@ -188,6 +188,9 @@ class FakeLambda(FakeApi):
         # capacity listed by GET /instance-types but gone by the launch (someone else won):
         # the race LAM5 describes, answered as the documented insufficient-capacity
         self.race = False
+        # the IP (public and private: one LAN) of the k-th instance launched (several
+        # machines: a group's nodes); empty: every instance at `ip`, with no private_ip
+        self.hosts: list[str] = []
 
     # fixtures-facing helpers ---------------------------------------------------------------
 
@@ -305,7 +308,9 @@ class FakeLambda(FakeApi):
                                  ip=None, region={"name": region,
                                                   "description": REGIONS[region]},
                                  instance_type={"name": itype}, ssh_key_names=keys,
-                                 file_system_names=fs_names)
+                                 file_system_names=fs_names,
+                                 _host=self.hosts[len(self.instances) % len(self.hosts)]
+                                 if self.hosts else None)
         for fs in self.filesystems:
             if fs["name"] in fs_names:
                 fs["is_in_use"] = True
@@ -317,7 +322,9 @@ class FakeLambda(FakeApi):
             return _err(404, "global/object-does-not-exist", "Specified instance does not exist.")
         inst["_polls"] += 1
         if inst["status"] == "booting" and inst["_polls"] > self.boot_polls:
-            inst.update(status="active", ip=self.ip)
+            inst.update(status="active", ip=inst.get("_host") or self.ip)
+            if inst.get("_host"):
+                inst["private_ip"] = inst["_host"]
         elif inst["status"] == "terminating" and inst["_polls"] > self.terminate_polls:
             inst["status"] = self.after_terminate
         return 200, {"data": self._public(inst)}

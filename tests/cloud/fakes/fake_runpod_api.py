@@ -263,6 +263,9 @@ class FakeRunPod(FakeApi):
         self.rate_limited = 0
         self.next_start_gpus: int | None = None  # GPUs the next start finds free (RP1: 0)
         self.on_stop: Callable[[str], None] | None = None  # the container's processes die
+        # (host, port) of the k-th pod's full SSH, reached directly rather than through a
+        # relay (several machines: a group's nodes); empty: relays to 127.0.0.1:ssh_port
+        self.hosts: list[tuple[str, int]] = []
         self._ids = (f"pod{n:06d}rgt" for n in itertools.count(1))
         self._vol_ids = (f"vol{n:04d}" for n in itertools.count(1))
 
@@ -433,7 +436,9 @@ class FakeRunPod(FakeApi):
                "createdAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "startedAt": None, "_rate": gpu["price"][cloud.lower()] * count,
                "_polls": 0, "_gpus": count, "_relay": None, "_deleted": None,
-               "_ssh": bool(body.get("startSsh")) and bool(self.ssh_keys)}
+               "_ssh": bool(body.get("startSsh")) and bool(self.ssh_keys),
+               "_endpoint": self.hosts[len(self.pods) % len(self.hosts)] if self.hosts
+               else None}
         self.pods[pod_id] = pod
         return 201, self._public(pod)
 
@@ -448,7 +453,7 @@ class FakeRunPod(FakeApi):
         if pod["status"] in ("PROVISIONING", "STARTING") and pod["_polls"] > self.boot_polls:
             pod["status"] = "RUNNING"
             pod["startedAt"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            pod["_relay"] = Relay(self.ssh_port)
+            pod["_relay"] = None if pod["_endpoint"] else Relay(self.ssh_port)
         elif pod["status"] == "PROVISIONING" and pod["_polls"] > self.boot_polls // 2:
             pod["status"] = "STARTING"
         return 200, self._public(pod)
@@ -505,9 +510,10 @@ class FakeRunPod(FakeApi):
                                                         "PROVISIONING") else 0.0
         relay = pod["_relay"]
         direct = None
-        if running and relay is not None and "22/tcp" in pod["ports"] and pod["_ssh"]:
-            direct = {"host": "127.0.0.1", "port": relay.port, "username": "root",
-                      "command": f"ssh root@127.0.0.1 -p {relay.port}"}
+        host, port = pod["_endpoint"] or ("127.0.0.1", relay.port if relay else None)
+        if running and port and "22/tcp" in pod["ports"] and pod["_ssh"]:
+            direct = {"host": host, "port": port, "username": "root",
+                      "command": f"ssh root@{host} -p {port}"}
         proxy = {"host": "ssh.runpod.io", "port": 22, "username": f"{pod['id']}-64411eb2",
                  "command": f"ssh {pod['id']}-64411eb2@ssh.runpod.io"}
         out["ssh"] = {"proxy": proxy, "direct": direct}
@@ -516,6 +522,5 @@ class FakeRunPod(FakeApi):
             out["runtime"] = {
                 "uptime": 1, "gpus": [{"util": 0, "memoryUtil": 0}] * pod["_gpus"],
                 "cpu": {"util": 1}, "memory": {"util": 1},
-                "ports": [{"private": 22, "public": relay.port if relay else None,
-                           "type": "tcp", "ip": "127.0.0.1"}]}
+                "ports": [{"private": 22, "public": port, "type": "tcp", "ip": host}]}
         return out

@@ -148,8 +148,9 @@ class FakeVast(FakeApi):
     def fail_after(self, method: str, path_start: str, status: int = 502) -> None:
         super().fail_after(method, "/v0" + path_start, status)
 
-    def fail_before(self, method: str, path_start: str, status: int = 502) -> None:
-        super().fail_before(method, "/v0" + path_start, status)
+    def fail_before(self, method: str, path_start: str, status: int = 502,
+                    skip: int = 0) -> None:
+        super().fail_before(method, "/v0" + path_start, status, skip)
 
     def calls(self, method: str, path_start: str = "") -> list[Request]:
         """Requests to `path_start` of the v0 API, or of v1 when it starts with /v1/."""
@@ -174,6 +175,9 @@ class FakeVast(FakeApi):
         self.page_size: int | None = None  # GET /instances/ pages by this many
         self.rate_limit_next = 0  # answer this many requests 429 {"detail": ...}
         self.search_quota_next = 0  # answer this many searches 429 search_quota_exceeded
+        # (host, port) the k-th instance created publishes 22/tcp at (several machines: a
+        # group's nodes); empty: every instance at 127.0.0.1:ssh_port
+        self.hosts: list[tuple[str, int]] = []
 
     # state changes the host makes, not the client (docs.vast.ai: instance states) -----------
 
@@ -349,6 +353,8 @@ class FakeVast(FakeApi):
             "ssh_host": "ssh5.vast.ai", "ssh_port": 31234, "public_ipaddr": None, "ports": {},
             "_env": body.get("env") or {}, "_onstart": body.get("onstart") or "",
             "_runtype": body["runtype"], "_boot": list(self.boot),
+            "_endpoint": self.hosts[len(self.instances) % len(self.hosts)] if self.hosts
+            else None,
         }
         return 200, {"success": True, "new_contract": instance_id}
 
@@ -392,9 +398,9 @@ class FakeVast(FakeApi):
             actual, _, msg = inst["_boot"].pop(0)
             inst.update(actual_status=actual, status_msg=msg)
             if actual == "running" and inst["_runtype"].endswith("direct"):
-                inst.update(public_ipaddr="127.0.0.1",
-                            ports={"22/tcp": [{"HostIp": "0.0.0.0",
-                                               "HostPort": str(self.ssh_port)}]})
+                host, port = inst.get("_endpoint") or ("127.0.0.1", self.ssh_port)
+                inst.update(public_ipaddr=host,
+                            ports={"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(port)}]})
         return {k: v for k, v in inst.items() if not k.startswith("_")}
 
     def _list(self) -> list[dict[str, Any]]:

@@ -3,7 +3,7 @@ takes only the common filters."""
 
 from __future__ import annotations
 
-from rgt.platforms.options import WAIT, Option
+from rgt.platforms.options import KEEP_PARTIAL, WAIT, Option
 
 PANEL = "Rent on Lambda Cloud (--profile lambda, without --ssh/--host)"
 
@@ -13,4 +13,5 @@ UP = (
     Option("ssh_key", str, "Name of the Lambda SSH key to install (default: your only one).",
            PANEL),
     WAIT,
+    KEEP_PARTIAL,
 )

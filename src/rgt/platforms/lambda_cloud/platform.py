@@ -34,7 +34,9 @@ from rgt.platforms.http import ApiClient, ApiError, poll_interval
 from rgt.platforms.lambda_cloud import api as lam
 from rgt.platforms.lambda_cloud.api import CONSOLE, LAUNCH, POLICY, Notify, capacity, client
 from rgt.platforms.rented import RentedPlatform, quiet
+from rgt.platforms.rentgroup import Created, Plan, node_name, ssh_target
 from rgt.store import Box, Store
+from rgt.transport import SshTarget
 
 
 class LambdaPlatform(RentedPlatform):
@@ -42,8 +44,9 @@ class LambdaPlatform(RentedPlatform):
     (`lambda_up`), `release` terminates and confirms; the rest is the rented skeleton's."""
 
     name = "lambda"
-    supports = frozenset({"gpu", "region"})  # an instance type by GPU; where it launches
-    rent_options = frozenset({"filesystem", "ssh_key", "wait"})
+    # an instance type by GPU; where it launches; N of them as one box (rgt.platforms.rentgroup)
+    supports = frozenset({"gpu", "region", "nodes"})
+    rent_options = frozenset({"filesystem", "ssh_key", "wait", "keep_partial"})
     service, thing, kill, create_word = "Lambda", "instance", "terminate", "launch"
     console = f"the console ({CONSOLE})"
     kill_by_hand = "in the console or with POST /instance-operations/terminate"
@@ -114,6 +117,65 @@ class LambdaPlatform(RentedPlatform):
                          ssh_user=options.get("user") or "ubuntu", ssh_port=options.get("port"),
                          data_dir=request.data_dir, durable_dir=request.durable_dir)
 
+
+    # a group (`--nodes N`, rgt.platforms.rentgroup): N launches in one region ----------------
+
+    def group_plan(self, api: ApiClient, store: Store, request: Request) -> Plan:
+        options = request.options
+        if not request.resources.gpu:
+            raise UserError(f"to rent a group on Lambda give --gpu TYPE:COUNT (e.g. `rgt up "
+                            f"{request.name} --profile lambda --gpu H100:8 --nodes 2`)")
+        wait = options.get("wait")
+        wait_s = 1800 if wait is None else wait
+        if math.isnan(wait_s):
+            raise UserError("--wait: give the seconds to wait for capacity, e.g. --wait 3600")
+        # every node's name is checked here, before the first launch
+        fs, region, key_name = prepare(api, node_name(request.name, request.resources.nodes - 1),
+                                       request.resources.region, options.get("filesystem"),
+                                       options.get("ssh_key"))
+        data_dir = request.data_dir
+        # a filesystem is one NFS share all nodes mount: the group's shared checkpoint home
+        durable = request.durable_dir or (f"/lambda/nfs/{fs['name']}" if fs
+                                          else data_dir or "/home/ubuntu")
+        extra: dict[str, Any] = {}
+        if fs:
+            extra["filesystem"] = {"name": fs["name"], "id": fs.get("id"),
+                                   "region": lam.region_of(fs)}
+        else:
+            extra["notes"] = ["no filesystem attached: nothing on these nodes survives "
+                              "terminate; pull results home before `rgt down` (LAM1)"]
+        return Plan(wait_s=900, identity=options.get("identity"),
+                    user=options.get("user") or "ubuntu", port=options.get("port"),
+                    data_dir=data_dir, durable_dir=durable, extra=extra,
+                    context={"gpus": gpu_choices(request.resources), "fs": fs,
+                             "region": region, "key_name": key_name, "capacity_s": wait_s})
+
+    def create_node(self, api: ApiClient, plan: Plan, rank: int, name: str,
+                    region: str | None, first: Created | None, on_wait: Notify) -> Created:
+        ctx = plan.context
+        # the nodes after the head: its instance type (unless it was adopted), in its region
+        gpus = [first.detail["type"]] if first and "type" in first.detail else ctx["gpus"]
+        region = region or ctx["region"]
+        instance_id, adopted, itype, where = launch_when_capacity(
+            self, api, name, gpus, region, ctx["fs"], ctx["key_name"],
+            before=self.present(api, name), wait_s=ctx["capacity_s"], poll_s=poll_interval(),
+            on_wait=on_wait)
+        return Created(rank, name, instance_id, itype.usd_per_hour, where, adopted,
+                       detail={"type": itype.name, "filesystem": ctx["fs"] and ctx["fs"]["name"]})
+
+    def node_target(self, row: dict[str, Any], plan: Plan) -> SshTarget:
+        return ssh_target(row["ip"], plan.port, plan.user or "ubuntu", plan.identity)
+
+    def node_address(self, row: dict[str, Any]) -> str:
+        # the nodes talk over the region's private network where Lambda gives an address on it
+        return str(row.get("private_ip") or row["ip"])
+
+    def node_rate(self, row: dict[str, Any]) -> float:
+        return float((row.get("instance_type") or {}).get("price_cents_per_hour") or 0) / 100
+
+    def node_region(self, row: dict[str, Any]) -> str | None:
+        return (row.get("region") or {}).get("name")
+
     def offers(self, query: OfferQuery) -> Offers:
         """`rgt offers --profile lambda`: the instance types (those fitting --gpu), their price
         and the regions with capacity right now (LAM5: capacity, not price, is the catch)."""
@@ -152,57 +214,16 @@ def lambda_up(store: Store, name: str, gpu: str | Sequence[str] = "H100:1",
     adopted, never launched again)."""
     cloud = LambdaPlatform()
     gpus = [gpu] if isinstance(gpu, str) else list(gpu)
-    asked = ", ".join(gpus)
     cloud.refuse_taken_name(store, name)
     if math.isnan(wait_s):
         raise UserError("--wait: give the seconds to wait for capacity, e.g. --wait 3600")
     poll_s = poll_interval() if poll_s is None else poll_s
     with client() as api:
-        fs = None
-        if filesystem:
-            fs = lam.find_filesystem(api, filesystem)
-            fs_region = lam.region_of(fs)
-            if region and region != fs_region:
-                raise UserError(
-                    f"filesystem {fs['name']} lives in {fs_region} but you asked for {region}: "
-                    f"a Lambda filesystem attaches only at launch and only to an instance in its "
-                    f"own region (LAM2). Use --region {fs_region}, or launch without it")
-            region = fs_region
-        key_name = lam.ssh_key_name(api, ssh_key)
-        if len(name) > 64:
-            raise UserError(f"box name {name!r} is {len(name)} characters; Lambda instance "
-                            f"names hold at most 64: pick a shorter name")
+        fs, region, key_name = prepare(api, name, region, filesystem, ssh_key)
         before = cloud.present(api, name)
-        deadline = time.monotonic() + wait_s  # one --wait for polls and lost races together
-        races = 0
-        while True:
-            itype, where = lam.wait_for_capacity(api, gpus, region, wait_s=wait_s,
-                                                 poll_s=poll_s, on_wait=on_wait,
-                                                 deadline=deadline)
-            body = {"region_name": where, "instance_type_name": itype.name,
-                    "ssh_key_names": [key_name],
-                    "file_system_names": [fs["name"]] if fs else [],
-                    "name": name}  # no `quantity`: the current spec has none (one is made)
-            try:
-                launched, adopted = cloud.create_once(
-                    api, name, before, poll_s=poll_s,
-                    create=partial(api.post, LAUNCH, body, idempotent=False))
-                break
-            except ApiError as err:
-                if "insufficient-capacity" not in err.code:
-                    raise
-                races += 1
-                # the next launch may not leave before the documented gap: past --wait, stop
-                if time.monotonic() + dict(POLICY.gaps(LAUNCH))[LAUNCH] >= deadline:
-                    raise UserError(
-                        f"Lambda listed capacity for {asked} but refused {races} launches as "
-                        f"insufficient-capacity within --wait {wait_s:.0f} s; nothing was "
-                        f"launched or billed. Wait longer (--wait) or try another GPU type "
-                        f"(LAM5)") from None
-                on_wait(f"{itype.name} in {where} was taken before our launch (race {races}); "
-                        f"polling again (Lambda allows one launch per 10 s)")
-                time.sleep(min(poll_s, max(deadline - time.monotonic(), 0.0)))
-        instance_id = str(launched["id"] if adopted else launched["data"]["instance_ids"][0])
+        instance_id, adopted, itype, where = launch_when_capacity(
+            cloud, api, name, gpus, region, fs, key_name, before=before, wait_s=wait_s,
+            poll_s=poll_s, on_wait=on_wait)
         cloud.record_create(store, name, instance_id, adopted, type=itype.name, region=where,
                             asked=gpus, filesystem=fs and fs["name"])
         on_wait(f"launched {itype.name} in {where} (${itype.usd_per_hour:.2f}/h, billing from "
@@ -223,6 +244,68 @@ def lambda_up(store: Store, name: str, gpu: str | Sequence[str] = "H100:1",
                                    user=ssh_user, identity=identity, rate=itype.usd_per_hour,
                                    data_dir=data_dir, durable_dir=durable, on_wait=on_wait,
                                    extra=extra)
+
+
+def prepare(api: ApiClient, name: str, region: str | None, filesystem: str | None,
+            ssh_key: str | None) -> tuple[dict[str, Any] | None, str | None, str]:
+    """Before any launch: the filesystem (its region pins the instance's, LAM2), the SSH key
+    Lambda installs, and a name Lambda accepts. Returns (filesystem, region, key name)."""
+    fs = None
+    if filesystem:
+        fs = lam.find_filesystem(api, filesystem)
+        fs_region = lam.region_of(fs)
+        if region and region != fs_region:
+            raise UserError(
+                f"filesystem {fs['name']} lives in {fs_region} but you asked for {region}: "
+                f"a Lambda filesystem attaches only at launch and only to an instance in its "
+                f"own region (LAM2). Use --region {fs_region}, or launch without it")
+        region = fs_region
+    key_name = lam.ssh_key_name(api, ssh_key)
+    if len(name) > 64:
+        raise UserError(f"box name {name!r} is {len(name)} characters; Lambda instance "
+                        f"names hold at most 64: pick a shorter name")
+    return fs, region, key_name
+
+
+def launch_when_capacity(cloud: LambdaPlatform, api: ApiClient, name: str, gpus: list[str],
+                         region: str | None, fs: dict[str, Any] | None, key_name: str, *,
+                         before: set[Any], wait_s: float, poll_s: float, on_wait: Notify
+                         ) -> tuple[str, bool, lam.InstanceType, str]:
+    """One launch named `name` the moment a type fitting `gpus` has capacity (in `region`):
+    a launch that lost the race made nothing and is tried again within --wait; a lost answer
+    is adopted. Returns (instance id, adopted?, its type, its region)."""
+    asked = ", ".join(gpus)
+    deadline = time.monotonic() + wait_s  # one --wait for polls and lost races together
+    races = 0
+    while True:
+        itype, where = lam.wait_for_capacity(api, gpus, region, wait_s=wait_s,
+                                             poll_s=poll_s, on_wait=on_wait,
+                                             deadline=deadline)
+        body = {"region_name": where, "instance_type_name": itype.name,
+                "ssh_key_names": [key_name],
+                "file_system_names": [fs["name"]] if fs else [],
+                "name": name}  # no `quantity`: the current spec has none (one is made)
+        try:
+            launched, adopted = cloud.create_once(
+                api, name, before, poll_s=poll_s,
+                create=partial(api.post, LAUNCH, body, idempotent=False))
+            break
+        except ApiError as err:
+            if "insufficient-capacity" not in err.code:
+                raise
+            races += 1
+            # the next launch may not leave before the documented gap: past --wait, stop
+            if time.monotonic() + dict(POLICY.gaps(LAUNCH))[LAUNCH] >= deadline:
+                raise UserError(
+                    f"Lambda listed capacity for {asked} but refused {races} launches as "
+                    f"insufficient-capacity within --wait {wait_s:.0f} s; nothing was "
+                    f"launched or billed. Wait longer (--wait) or try another GPU type "
+                    f"(LAM5)") from None
+            on_wait(f"{itype.name} in {where} was taken before our launch (race {races}); "
+                    f"polling again (Lambda allows one launch per 10 s)")
+            time.sleep(min(poll_s, max(deadline - time.monotonic(), 0.0)))
+    instance_id = str(launched["id"] if adopted else launched["data"]["instance_ids"][0])
+    return instance_id, adopted, itype, where
 
 
 def lambda_offers(query: OfferQuery) -> Offers:

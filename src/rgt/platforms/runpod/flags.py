@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rgt.platforms.options import SECRET, WAIT, Option
+from rgt.platforms.options import KEEP_PARTIAL, SECRET, WAIT, Option
 
 PANEL = "Rent on RunPod (--profile runpod, with --gpu and --image)"
 OFFERS_PANEL = "RunPod filters (--profile runpod)"
@@ -16,6 +16,7 @@ UP = (
            PANEL, default_shown="20"),
     SECRET,
     WAIT,
+    KEEP_PARTIAL,
 )
 
 OFFERS = (

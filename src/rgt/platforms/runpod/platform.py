@@ -49,11 +49,12 @@ from rgt.platforms.base import (
 )
 from rgt.platforms.http import ApiClient, poll_interval
 from rgt.platforms.rented import RentedPlatform, quiet, secret_env
+from rgt.platforms.rentgroup import Created, Plan, ssh_target
 from rgt.platforms.runpod import api as rp
 from rgt.remote.layout import Layout
 from rgt.spec import JobSpec
 from rgt.store import Box, Run, Store
-from rgt.transport import Transport
+from rgt.transport import SshTarget, Transport
 
 Notify = Callable[[str], None]
 CONTAINER_DISK_GB = 20   # the image, pip and HF caches go elsewhere (RP11: caches → /workspace)
@@ -66,8 +67,10 @@ class RunpodPlatform(RentedPlatform):
     terminates and polls until the pod is gone (RP14); the rest is the rented skeleton's."""
 
     name = "runpod"
-    supports = frozenset({"gpu", "disk", "image", "region"})
-    rent_options = frozenset({"volume", "cloud", "container_disk", "secrets", "wait"})
+    # and nodes: N pods in one data centre (rgt.platforms.rentgroup)
+    supports = frozenset({"gpu", "disk", "image", "region", "nodes"})
+    rent_options = frozenset({"volume", "cloud", "container_disk", "secrets", "wait",
+                              "keep_partial"})
     service, thing, kill = "RunPod", "pod", "terminate"
     console = f"the console ({rp.CONSOLE})"
     kill_trap = "a stop keeps billing its volume disk at twice the rate (RP4)"
@@ -149,6 +152,89 @@ class RunpodPlatform(RentedPlatform):
             identity=options.get("identity"),
             boot_wait_s=float(options.get("wait", 900)), on_wait=request.on_wait,
             data_dir=request.data_dir, durable_dir=request.durable_dir)
+
+
+    # a group (`--nodes N`, rgt.platforms.rentgroup): N pods in one data centre ---------------
+    # (RunPod's REST v2 and the SDK's GraphQL documents have no multi-node cluster to create:
+    # N pods, the first one's data centre pinned for the rest)
+
+    def group_plan(self, api: ApiClient, store: Store, request: Request) -> Plan:
+        res, options = request.resources, request.options
+        if res.spot or res.bid:
+            raise UserError("RunPod's REST API v2 has no interruptible (spot) pods or bids: "
+                            "rgt rents on-demand pods only; drop --spot/--bid")
+        if "user" in options or "port" in options:
+            raise UserError("RunPod pods log in as the user and port the API reports (RP6): "
+                            "drop --user/--port")
+        choices = gpu_choices(res)
+        if not res.gpu or not res.image or len(choices) > 1:
+            raise UserError(f"to rent a group on RunPod give one --gpu TYPE:COUNT and --image "
+                            f"IMAGE (every pod the same GPU), e.g. `rgt up {request.name} "
+                            f"--profile runpod --gpu H100:8 --image IMG --nodes 2`")
+        cloud = str(options.get("cloud", "SECURE")).upper()
+        if cloud not in ("SECURE", "COMMUNITY"):
+            raise UserError(f"--cloud {cloud.lower()}: RunPod has secure and community clouds")
+        volume_gb = max(1, round(size_gb(res.disk))) if res.disk else VOLUME_DISK_GB
+        if volume_gb < 10:
+            raise UserError(f"--disk {volume_gb}: RunPod's volume disk is at least 10 GB")
+        env = secret_env(tuple(options.get("secrets", ())), "pod")
+        gpu_name, count = rp.parse_gpu(choices[0])
+        vol = rp.find_volume(api, options["volume"]) if options.get("volume") else None
+        if vol and res.region and res.region != vol["dataCenter"]:
+            raise UserError(f"network volume {vol['name']} lives in {vol['dataCenter']} but you "
+                            f"asked for {res.region}: a pod mounts a network volume only in its "
+                            f"own data centre (RP7)")
+        where = vol["dataCenter"] if vol else res.region
+        chosen = rp.placeable(rp.catalog(api, count=count, cloud=cloud), gpu_name, count, cloud,
+                              where, vol)
+        rp.check_login_key(api, options.get("identity"))
+        container = int(options.get("container_disk", CONTAINER_DISK_GB))
+        extra: dict[str, Any] = {"gpu": chosen.id, "gpu_count": count, "cloud": cloud,
+                                 "container_disk_gb": container}
+        if vol:  # one network volume every pod mounts: the group's shared checkpoint home
+            extra["network_volume"] = {k: vol.get(k) for k in ("id", "name", "dataCenter",
+                                                                "size", "type")}
+        else:
+            extra["volume_disk_gb"] = volume_gb
+            extra["notes"] = ["no network volume: each pod's /workspace is its own volume disk, "
+                              "deleted by terminate (RP3); pull results home before `rgt down`"]
+        return Plan(wait_s=float(options.get("wait", 900)), identity=options.get("identity"),
+                    data_dir=request.data_dir, durable_dir=request.durable_dir, extra=extra,
+                    context={"gpu": chosen, "count": count, "cloud": cloud, "vol": vol,
+                             "where": where, "image": res.image, "env": env,
+                             "container": container, "volume_gb": volume_gb})
+
+    def create_node(self, api: ApiClient, plan: Plan, rank: int, name: str,
+                    region: str | None, first: Created | None, on_wait: Notify) -> Created:
+        ctx = plan.context
+        body = rp.create_body(name, ctx["gpu"], ctx["count"], ctx["image"], cloud=ctx["cloud"],
+                              container_disk_gb=ctx["container"], volume_gb=ctx["volume_gb"],
+                              volume=ctx["vol"], data_centre=region or ctx["where"],
+                              env=ctx["env"])
+        pod, adopted = self.create_once(api, name, self.present(api, name),
+                                        poll_s=poll_interval(),
+                                        create=partial(api.post, "/v2/pods", body,
+                                                       idempotent=False))
+        pod = pod or {}
+        rate = float(pod.get("cost") or ctx["gpu"].price.get(ctx["cloud"].lower(), 0)
+                     * ctx["count"])
+        return Created(rank, name, str(pod["id"]), rate, pod.get("dataCenterId"), adopted,
+                       detail={"gpu": ctx["gpu"].id, "count": ctx["count"],
+                               "cloud": ctx["cloud"], "volume": ctx["vol"] and ctx["vol"]["id"]})
+
+    def node_target(self, row: dict[str, Any], plan: Plan) -> SshTarget:
+        host, port, user = rp.ssh_direct(row)  # type: ignore[misc]  (wait_ready checked it)
+        return ssh_target(host, port, user, plan.identity)
+
+    def node_address(self, row: dict[str, Any]) -> str:
+        # the pod's public IP: pods have no private network between them here
+        return rp.ssh_direct(row)[0]  # type: ignore[index]
+
+    def node_rate(self, row: dict[str, Any]) -> float:
+        return float(row.get("cost") or 0)
+
+    def node_region(self, row: dict[str, Any]) -> str | None:
+        return row.get("dataCenterId")
 
     def offers(self, query: OfferQuery) -> Offers:
         """`rgt offers --profile runpod`: GPU types, their price and stock per data centre."""

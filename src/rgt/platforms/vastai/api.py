@@ -85,6 +85,7 @@ class Offer:
     min_bid: float | None
     location: str
     compute_usd_per_hour: float = 0.0  # dph_base: dph_total without the storage it includes
+    host_id: int | None = None  # the provider: its machines sit together (a group's nodes)
 
     @classmethod
     def from_api(cls, o: dict[str, Any]) -> Offer:
@@ -100,7 +101,8 @@ class Offer:
             disk_gb=float(o.get("disk_space") or 0),
             storage_usd_per_gb_month=_float(o.get("storage_cost")),
             min_bid=_float(o.get("min_bid")), location=str(o.get("geolocation") or ""),
-            compute_usd_per_hour=_compute_price(o))
+            compute_usd_per_hour=_compute_price(o),
+            host_id=int(o["host_id"]) if isinstance(o.get("host_id"), int) else None)
 
     def hourly_rate(self, disk_gb: float, bid: float | None = None) -> float:
         """What an instance on this offer bills an hour: compute (or the bid) plus its disk."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rgt.platforms.options import SECRET, WAIT, Option
+from rgt.platforms.options import KEEP_PARTIAL, SECRET, WAIT, Option
 
 PANEL = "Rent on vast.ai (--profile vastai, without --ssh/--host)"
 OFFERS_PANEL = "vast.ai filters (--profile vastai)"
@@ -13,6 +13,7 @@ UP = (
     Option("image_cuda", float, "The image's CUDA version, if its tag does not say.", PANEL),
     SECRET,
     WAIT,
+    KEEP_PARTIAL,
 )
 
 OFFERS = (

@@ -42,9 +42,11 @@ from rgt.platforms.base import (
 )
 from rgt.platforms.http import ApiClient, ApiError, poll_interval
 from rgt.platforms.rented import RentedPlatform, quiet, secret_env
+from rgt.platforms.rentgroup import Created, Plan, ssh_target
 from rgt.platforms.vastai import api as vast
 from rgt.platforms.vastai.api import DISK_GB, MIN_RELIABILITY, SCHEDULING_STUCK_S, Notify, client
 from rgt.store import Box, Store
+from rgt.transport import SshTarget
 
 
 class VastPlatform(RentedPlatform):
@@ -56,8 +58,10 @@ class VastPlatform(RentedPlatform):
     restart_hook = "vast.ai onstart"  # /root/onstart.sh relaunches unfinished runs
     # gpu/spot/bid pick the offer when --offer is not given (the cheapest safe one); disk
     # and image go into the create
-    supports = frozenset({"gpu", "disk", "image", "spot", "bid"})
-    rent_options = frozenset({"offer", "onstart", "secrets", "image_cuda", "wait"})
+    # and nodes: a group of offers on one host (rgt.platforms.rentgroup)
+    supports = frozenset({"gpu", "disk", "image", "spot", "bid", "nodes"})
+    rent_options = frozenset({"offer", "onstart", "secrets", "image_cuda", "wait",
+                              "keep_partial"})
     confirm_s: float = 120
     service, thing, kill, name_word = "vast.ai", "instance", "destroy", "labelled"
     console = "the console (https://cloud.vast.ai/instances/)"
@@ -164,6 +168,88 @@ class VastPlatform(RentedPlatform):
         with it: "vanished"."""
         return self.gate_on(store, box, run)
 
+
+    # a group (`--nodes N`, rgt.platforms.rentgroup): N offers on one host --------------------
+
+    def group_plan(self, api: ApiClient, store: Store, request: Request) -> Plan:
+        """The cheapest host with N safe offers for --gpu: a host is one provider's machines,
+        in one place (vast.ai's search has no data-centre filter; the host is the closest)."""
+        r, options = request.resources, request.options
+        count = r.nodes
+        if "user" in options or "port" in options:
+            raise UserError("vast.ai instances log in as root on the port the API reports "
+                            "(VAST6): drop --user/--port")
+        if options.get("offer") is not None:
+            raise UserError("--offer names one machine: a group of N takes N offers on one "
+                            "vast.ai host, picked for --gpu MODEL:COUNT; drop --offer")
+        choices = gpu_choices(r)
+        if not r.image or not r.gpu or len(choices) > 1:
+            raise UserError("to rent a group on vast.ai give one --gpu MODEL:COUNT and --image "
+                            "IMAGE (every node the same GPU)")
+        if r.spot and r.bid is None:
+            raise UserError("--spot on vast.ai is an interruptible bid: give --bid USD/h (the "
+                            "most you will pay; it cannot be raised later, VAST4)")
+        disk_gb = size_gb(r.disk) if r.disk else DISK_GB
+        if not (math.isfinite(disk_gb) and disk_gb >= 10):
+            raise UserError(f"--disk {disk_gb:g}: give at least 10 GB, and it can never grow "
+                            "later: over-provision for the image, caches and checkpoints "
+                            "(VAST10)")
+        env = secret_env(tuple(options.get("secrets") or ()), "vast.ai instance")
+        vast.refuse_secrets_in_onstart(options.get("onstart") or "", env)
+        data_dir = request.data_dir or "/workspace"
+        gpu, _, per_node = choices[0].partition(":")
+        found = vast.offers(gpu, r.bid, num_gpus=int(per_node or 1),
+                            interruptible=r.bid is not None, limit=64)
+        hosts: dict[int, list[vast.Offer]] = {}
+        for o in found:
+            if o.host_id is not None:
+                hosts.setdefault(o.host_id, []).append(o)
+        fits = sorted((sum(o.usd_per_hour for o in offers[:count]), host)
+                      for host, offers in hosts.items() if len(offers) >= count)
+        if not fits:
+            raise UserError(f"no vast.ai host has {count} verified, reliable offers with direct "
+                            f"SSH for --gpu {choices[0]}; nothing was rented (a group's nodes "
+                            "are taken from one host, so they sit in one place)")
+        chosen = hosts[fits[0][1]][:count]
+        request.on_wait(f"host {fits[0][1]} ({chosen[0].location}) has {count} offers for "
+                        f"{choices[0]}: {', '.join(str(o.id) for o in chosen)}")
+        return Plan(wait_s=options.get("wait") or 900, identity=options.get("identity"),
+                    user="root", data_dir=data_dir,
+                    durable_dir=request.durable_dir or data_dir,
+                    extra={"image": str(r.image), "disk_gb": disk_gb, "interruptible_bid": r.bid,
+                           "notes": ["durable copies are off-box: pull results home before "
+                                     "`rgt down` (destroy deletes every node's disk, VAST2)"]},
+                    context={"offers": chosen, "disk_gb": disk_gb, "env": env,
+                             "onstart": vast.onstart_script(data_dir,
+                                                            options.get("onstart") or ""),
+                             "image_cuda": options.get("image_cuda")})
+
+    def create_node(self, api: ApiClient, plan: Plan, rank: int, name: str,
+                    region: str | None, first: Created | None, on_wait: Notify) -> Created:
+        ctx, image = plan.context, plan.extra["image"]
+        bid = plan.extra["interruptible_bid"]
+        offer = vast.get_offer(api, ctx["offers"][rank].id, ctx["disk_gb"])
+        note = vast.check_cuda(image, offer, ctx["image_cuda"])  # VAST5, before it bills
+        if note:
+            on_wait(note)
+        instance_id, adopted = create_on_offer(
+            self, api, name, offer, image, ctx["disk_gb"], bid=bid, onstart=ctx["onstart"],
+            env=ctx["env"], before=self.present(api, name), poll_s=poll_interval())
+        return Created(rank, name, str(instance_id), offer.hourly_rate(ctx["disk_gb"], bid),
+                       f"host {offer.host_id} ({offer.location})", adopted,
+                       detail={"offer": offer.id, "image": image, "bid": bid})
+
+    def node_target(self, row: dict[str, Any], plan: Plan) -> SshTarget:
+        host, port, _ = vast.ssh_endpoint(row)
+        return ssh_target(host, port, "root", plan.identity)
+
+    def node_address(self, row: dict[str, Any]) -> str:
+        # vast.ai gives no private network between instances: the public address
+        return str(row.get("public_ipaddr") or vast.ssh_endpoint(row)[0]).strip()
+
+    def node_rate(self, row: dict[str, Any]) -> float:
+        return float(row.get("dph_total") or 0)
+
     def offers(self, query: OfferQuery) -> Offers:
         """`rgt offers --profile vastai`: the marketplace with the safe filters on."""
         return offer_table(query)
@@ -204,30 +290,11 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
                                 f"${offer.min_bid:.3f}/h")
             on_wait(f"interruptible bid ${bid:.3f}/h: it is fixed at create and cannot be raised "
                     f"later; if outbid, the instance pauses with ~0 s notice (VAST4)")
-        body: dict[str, Any] = {
-            "client_id": "me", "image": image, "disk": disk_gb, "label": name,
-            "runtype": "ssh_direct",  # direct TCP SSH (VAST8)
-            "onstart": vast.onstart_script(data_dir, onstart), "env": env,
-        }
-        if bid is not None:
-            body["price"] = bid
-        vast.refuse_over_limits(body)
         before = cloud.present(api, name)
-        try:
-            created, adopted = cloud.create_once(
-                api, name, before, poll_s=poll_s,
-                create=partial(api.put, f"/asks/{offer.id}/", body, idempotent=False))
-        except ApiError as err:  # a refusal made nothing; a taken offer is said as such
-            if err.code == "no_such_ask":
-                raise vast.OfferGone(f"vast.ai offer {offer.id} was rented by someone else "
-                                     f"before rgt's create ({err}); nothing was created") from None
-            raise
-        if adopted:
-            created = {"success": True, "new_contract": created["id"]}
-        if not created or not created.get("success") or not created.get("new_contract"):
-            raise UserError(f"vast.ai did not create an instance on offer {offer.id}: "
-                            f"{api.scrub(json.dumps(created))[:200]}")
-        instance_id = int(created["new_contract"])
+        created, adopted = create_on_offer(cloud, api, name, offer, image, disk_gb, bid=bid,
+                                           onstart=vast.onstart_script(data_dir, onstart),
+                                           env=env, before=before, poll_s=poll_s)
+        instance_id = int(created)
         cloud.record_create(store, name, instance_id, adopted, offer=offer.id, image=image,
                             bid=bid)
         rate = offer.hourly_rate(disk_gb, bid)
@@ -246,6 +313,36 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
                                         "down": offer.bandwidth_down_usd_per_gb},
                "notes": ["durable copies are off-box: pull results home before `rgt down` "
                          "(destroy deletes the disk, VAST2)"]})
+
+
+def create_on_offer(cloud: VastPlatform, api: ApiClient, name: str, offer: vast.Offer,
+                    image: str, disk_gb: float, *, bid: float | None, onstart: str,
+                    env: dict[str, str], before: set[Any], poll_s: float) -> tuple[int, bool]:
+    """One create on `offer`, labelled `name` (direct SSH, the onstart hook, secrets as env);
+    a lost answer adopted by its label. Returns (instance id, adopted?)."""
+    body: dict[str, Any] = {
+        "client_id": "me", "image": image, "disk": disk_gb, "label": name,
+        "runtype": "ssh_direct",  # direct TCP SSH (VAST8)
+        "onstart": onstart, "env": env,
+    }
+    if bid is not None:
+        body["price"] = bid
+    vast.refuse_over_limits(body)
+    try:
+        created, adopted = cloud.create_once(
+            api, name, before, poll_s=poll_s,
+            create=partial(api.put, f"/asks/{offer.id}/", body, idempotent=False))
+    except ApiError as err:  # a refusal made nothing; a taken offer is said as such
+        if err.code == "no_such_ask":
+            raise vast.OfferGone(f"vast.ai offer {offer.id} was rented by someone else "
+                                 f"before rgt's create ({err}); nothing was created") from None
+        raise
+    if adopted:
+        created = {"success": True, "new_contract": created["id"]}
+    if not created or not created.get("success") or not created.get("new_contract"):
+        raise UserError(f"vast.ai did not create an instance on offer {offer.id}: "
+                        f"{api.scrub(json.dumps(created))[:200]}")
+    return int(created["new_contract"]), adopted
 
 
 def instance_status(store: Store, box: Box,
