@@ -62,6 +62,7 @@ from rgt.platforms.k8s.group import (
     by_rank,
     group_command,
     group_summary,
+    index_of,
     own_service,
     rank_lines,
     refuse_claim,
@@ -99,7 +100,6 @@ ENV_NODE_SELECTOR = "RGT_K8S_NODE_SELECTOR"
 ENV_TTL_S = "RGT_K8S_TTL_S"
 ENV_START_WAIT_S = "RGT_K8S_START_WAIT_S"
 LOG_TAIL_LINES = 40
-INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
 class ImageRefused(UserError):
     """The Job's image cannot be pulled; rgt deleted the Job again."""
@@ -418,8 +418,8 @@ class KubernetesPlatform(Platform):
             with contextlib.suppress(ApiError):  # still waiting to start: no log yet
                 log = kube.log(pod["metadata"]["name"])
                 if group:  # whose lines these are: each node's pod, head first
-                    text += (f"[rgt] ---- node {pod['metadata']['labels'].get(INDEX_LABEL)}: "
-                             f"pod {pod['metadata']['name']} ----\n")
+                    text += (f"[rgt] ---- node {index_of(pod)}: pod "
+                             f"{pod['metadata']['name']} ----\n")
                 text += log
         if since_byte is not None:
             return text.encode()[int(since_byte):].decode(errors="replace")
