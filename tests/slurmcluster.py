@@ -200,7 +200,8 @@ class SlurmCluster:
         reason = unavailable()
         if reason:
             raise ClusterError(reason)
-        for sub in ("state", "spool", "munge", *(f"spool/{n}" for n in self.nodes)):
+        spools = [f"spool/{n}" for n in self.nodes] if self.lan else []
+        for sub in ("state", "spool", "munge", *spools):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o755)
         os.chmod(self.root / "munge", 0o700)
