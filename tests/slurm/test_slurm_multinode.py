@@ -3,9 +3,10 @@ its own network and UTS namespace (node0, node1), one slurmctld, a shared filesy
 
 Through rgt's own command line, as a user drives it: every node gets the multi-node contract
 (rgt.remote.node_env) with its own rank; PyTorch's multi-node DDP example trains across both
-nodes; a node that dies mid-run fails the job as a whole, and `rgt resume` continues on both
-nodes from the job's snapshot; SkyPilot's shape of a multi-node task runs its own torchrun
-line as written.
+nodes; a node that dies mid-run ends the attempt (Slurm's NODE_FAIL, and Slurm's own requeue
+resumes it from the job's snapshot on both nodes once the node is back); a crashed rank fails
+the job as a whole, and `rgt resume` continues on both nodes from the snapshot; SkyPilot's
+shape of a multi-node task runs its own torchrun line as written.
 """
 
 from __future__ import annotations
