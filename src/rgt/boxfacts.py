@@ -19,7 +19,7 @@ from rgt.store import Box
 # the keys core code reads; everything else in `extra` is the platform's own
 CORE_KEYS = ("instance_id", "uname", "python", "python_version", "python_executable",
              "created_dirs", "still_billing", "notes", "awaiting_console", "stopped_by",
-             "dismissed_billing", "at_risk")
+             "dismissed_billing", "at_risk", "nodes")
 
 
 def _text(value: Any) -> str | None:
@@ -60,6 +60,7 @@ class BoxFacts:
     stopped_by: str | None = None             # "rgt" or "you" once the box is down
     dismissed_billing: dict[str, Any] | list[Any] | None = None
     at_risk: list[dict[str, Any]] = field(default_factory=list)  # what `down` said may be lost
+    machines: int = 1  # a group of machines (rgt.remote.group reads its `nodes`): how many
     own: dict[str, Any] = field(default_factory=dict)  # the platform's own fields
 
     @classmethod
@@ -82,6 +83,7 @@ class BoxFacts:
             else None,
             at_risk=[r for r in extra.get("at_risk") or [] if isinstance(r, dict)]
             if isinstance(extra.get("at_risk"), list) else [],
+            machines=max(1, len(extra["nodes"])) if isinstance(extra.get("nodes"), list) else 1,
             own={k: v for k, v in extra.items() if k not in CORE_KEYS},
         )
 

@@ -117,6 +117,8 @@ def test_ddp_across_two_machines_fails_whole_and_resumes_on_both(group, tmp_path
     log = cli.ok("logs", "grp", again).stdout
     assert "Resuming training from snapshot at Epoch" in log, log[-2000:]
     assert "[GPU0] Epoch 7" in log
+    assert "[GPU1] Epoch 7" in cli.ok("logs", "grp", again, "--node", "1").stdout
+    assert "has no node 2 (nodes 0-1)" in cli("logs", "grp", again, "--node", "2").stderr
 
     dest = tmp_path / "pulled"
     cli.ok("pull", "grp", again, "--dest", str(dest))
@@ -165,6 +167,13 @@ def test_skypilot_multi_node_tasks_run_unchanged_on_the_group(group, tmp_path):
     audit = cli("audit", "grp")
     assert f"reach the head {lan.address(0)}:29500" in audit.stdout, audit.stdout
     work = multinode_workdir(tmp_path / "project")
+    for refused, said in (({"recover": {}}, "must be the whole group's"),
+                          ({"run": "torchrun --nproc_per_node=1 t.py"}, "without a rendezvous"),
+                          ({"resources": {"nodes": 3}}, "is a group of 2 machines")):
+        spec = write_job(tmp_path / "refused", **{"run": "python t.py",
+                                                  "resources": {"nodes": 2}, **refused})
+        answer = cli("run", "grp", str(spec))
+        assert answer.returncode == 2 and said in answer.stderr, answer.stderr
     (work / "hostname.yaml").write_text(MULTI_HOSTNAME)
     (work / "train.yaml").write_text(DISTRIBUTED.replace("{workdir}", str(work)))  # (SkyPilot's
     # relative workdir is from where the command runs: this test's is elsewhere)

@@ -327,6 +327,8 @@ def logs(name: BoxArg, run_id: RunArg = None,
              "--follow", "-f", help="Stream the log until the run ends (exit code as `watch "
                                     "--until-done`); Ctrl-C stops following, not the run.")
                            ] = False,
+         node: Annotated[int | None, typer.Option(
+             help="A multi-node run's node, by rank (default: the head's, 0).")] = None,
          ) -> None:
     """Print the run's log (stdout and stderr, unbuffered).
 
@@ -336,14 +338,14 @@ def logs(name: BoxArg, run_id: RunArg = None,
     box = store.box(name)
     run = store.run(box.name, run_id)
     if follow:
-        given = [flag for flag, value in (("--tail", tail), ("--cell", cell), ("--raw", raw))
-                 if value not in (None, False)]
+        given = [flag for flag, value in (("--tail", tail), ("--cell", cell), ("--raw", raw),
+                                          ("--node", node)) if value not in (None, False)]
         if given:
             raise UserError(f"-f streams the whole log, filtered, from its start: drop "
                             f"{' and '.join(given)} (or drop -f)")
         _follow_log(store, box, run)
         return
-    text = watch_mod.read_log(box, run, tail, cell, raw=raw)
+    text = watch_mod.read_log(box, run, tail, cell, raw=raw, node=node)
     if isinstance(text, (bytes, bytearray)):
         sys.stdout.flush()
         sys.stdout.buffer.write(text)

@@ -53,6 +53,7 @@ def ls_cmd(
     if as_json:
         print_json("ls", boxes=[{
             "name": ln.box.name, "profile": ln.box.profile, "state": ln.box.state,
+            "nodes": facts(ln.box).machines,
             "stopped_by": facts(ln.box).stopped_by if ln.box.state == "down" else None,
             "waiting_for_you": (facts(ln.box).awaiting_console or {}).get("how")
             if ln.box.state == "up" else None,
@@ -95,7 +96,9 @@ def _print_table(shown: list, idle_after_min: float, auto: dict[str, str]) -> No
         spent = f"${ln.spent:.2f}" if ln.spent is not None else "-"
         if ln.walltime_s is not None:
             spent = f"{duration(ln.walltime_s)} walltime"
-        rows.append([ln.box.name, ln.box.profile, state_word(ln.box), duration(ln.uptime_s),
+        machines = facts(ln.box).machines  # a group of machines: "generic-ssh ×2"
+        profile = ln.box.profile + (f" ×{machines}" if machines > 1 else "")
+        rows.append([ln.box.name, profile, state_word(ln.box), duration(ln.uptime_s),
                      spent, str(ln.live_runs)])
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     # A box name too long for the row to fit gets a line of its own (and one note line less).

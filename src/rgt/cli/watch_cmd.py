@@ -168,7 +168,8 @@ def render_summary(store: Store, box: str, run_id: str, s: dict) -> None:
     for node in s.get("nodes") or []:  # a multi-node run: each node's state and last line
         epoch = (node.get("training") or {}).get("epoch")
         lines.append(_row(f"node {node.get('rank')}", escape(
-            f"{node.get('address')}  {node.get('status')}"
+            f"{node.get('address') or node.get('pod')}  "
+            f"{node.get('status') or node.get('phase')}"
             + (f" exit {node['exit_code']}" if node.get("exit_code") is not None else "")
             + (f"  epoch {epoch}" if epoch is not None else "")
             + f"  {_as_shown(str(node.get('last_line') or ''))[:90]}", lines=False)))

@@ -451,7 +451,8 @@ def _stop_live_runs(store: Store, box: Box) -> None:
     """
     runs = [r for r in store.runs(box.name)
             if r.status in LIVE and (not r.spec.get("platform_run")  # those: release
-                                     or group.run_nodes(r) > 1)]  # a group's: stopped here
+                                     or group.nodes(box) and group.run_nodes(r) > 1)]
+    # (a run on a group of machines is the runners', stopped here on every node)
     transport = connect(box) if any(r.status != "paused" for r in runs) else None
     try:
         for run in runs:

@@ -77,6 +77,8 @@ def check(platform, box: Box, spec: JobSpec, transport_of, *, skip: bool = False
                         + ("one machine" if have == 1 else f"a group of {have} machines")
                         + "; register a group with `rgt up NAME --ssh 'ssh a' --ssh 'ssh b' …` "
                         "(or rent one with --nodes N), or use a slurm or kubernetes box")
+    if res.nodes > 1:
+        group.refuse_unrunnable(spec)
     fit = Fit(unchecked=[n for n in UNMEASURABLE if getattr(res, n) not in (None, False)])
     if not (res.gpu or res.cpus or res.mem or res.disk):
         return fit

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rgt.boxread import (
@@ -323,11 +324,23 @@ def follow(store: Store, box: Box, run: Run, write, *, poll_s: float = 1.5,
 
 
 def read_log(box: Box, run: Run, lines: int | None = None, cell: int | None = None, *,
-             raw: bool = False) -> str | bytes:
+             raw: bool = False, node: int | None = None) -> str | bytes:
     """The run's log (`rgt logs`); for a sweep, one cell's log, or every cell's. At most its
     last MAX_LOG_BYTES (the platform reads no more; a note says so), lines longer than
     MAX_LOG_LINE shown by their end, through the log filter (`rgt.textsafe.log_text`).
-    RAW: the bytes as the box sent them (within the same budget), nothing filtered."""
+    RAW: the bytes as the box sent them (within the same budget), nothing filtered.
+    NODE: a multi-node run's node (its rank) on a group box; default the head's."""
+    from rgt.remote import group
+
+    if node is not None:
+        count = group.run_nodes(run)
+        members = group.nodes(box)[:count] if count > 1 else []
+        if not 0 <= node < len(members):
+            raise UserError(f"run {run.id} has no node {node}" + (
+                f" (nodes 0-{len(members) - 1})" if members else
+                " (it ran on one machine; drop --node)"))
+        box = members[node].box  # that machine, as a one-machine box: its log is its own
+        run = replace(run, remote_dir=group.run_dir(members[node], run.id))
     platform = platform_for(box.profile)
     transport = platform.connect(box)
     try:

@@ -187,6 +187,18 @@ def contract(box: Box, spec: JobSpec, *, port: int | None = None) -> dict[str, s
                           gpus_per_node=spec.resources.gpu_count, port=port)
 
 
+def refuse_unrunnable(spec: JobSpec) -> None:
+    """What a group cannot run as the spec means it, refused before anything is pushed."""
+    launchers.refuse_lone_launchers(spec.run, spec.resources.nodes)
+    if spec.recover is not None:
+        # each node's runner would restart its own ranks, each from its own checkpoint home:
+        # without a shared one they resume from different steps
+        raise UserError(f"recover: on {spec.resources.nodes} machines of a group: a restart "
+                        "must be the whole group's, from rank 0's checkpoints — drop `recover` "
+                        "and relaunch with `rgt resume BOX` (every node, rank 0's checkpoints "
+                        "first), or use a slurm box, whose requeue restarts the whole job")
+
+
 def worker_command(spec: JobSpec, count: int) -> str:
     """What each node runs: a SkyPilot/dstack task's `run` as written (it starts its own
     workers from the variables); an rgt spec's `run` under torchrun across the nodes."""
@@ -203,6 +215,7 @@ def launch(box: Box, head_transport: Transport, profile: Profile, spec: JobSpec,
            run_id: str, start: Callable[[Transport, JobSpec, Layout], str]) -> list[str]:
     """One runner per node (`start`: the one-machine start, given that node's spec and
     layout), all at once; returns how each was detached."""
+    refuse_unrunnable(spec)  # (checked before the push too, unless resources were skipped)
     shared = contract(box, spec)
     command = worker_command(spec, spec.resources.nodes)
 
