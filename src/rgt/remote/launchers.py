@@ -58,10 +58,9 @@ def torchrun_command(command: str, nproc_per_node: int, *, port: int = DEFAULT_R
     Run once per node (the platform starts one per node); the nodes meet on the head
     (``$RGT_HEAD_NODE``, with each node's ``$RGT_NODE_RANK``, set before the job starts).
     The user's text is never split into words and re-quoted (that broke quotes, `$VAR`s and
-    `&&`): one plain
-    line is put after the launcher as written; a script (several lines, or any shell syntax)
-    runs whole as ``bash -c SCRIPT`` in each worker. A script that starts torchrun itself is
-    left alone (`refuse_lone_launchers` has checked its rendezvous).
+    `&&`): one plain line is put after the launcher as written; a script (several lines, or
+    any shell syntax) runs whole as ``bash -c SCRIPT`` in each worker. A script that starts
+    torchrun itself is left alone (`refuse_lone_launchers` has checked its rendezvous).
     """
     if own_launcher_lines(command):
         return command
