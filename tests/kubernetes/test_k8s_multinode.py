@@ -182,9 +182,11 @@ def test_ddp_example_trains_across_two_pods(cluster, ddp_spec, tmp_path):
     assert "(node 0 of 2) on node node-a" in node0 and "(node 1 of 2) on node node-b" in node1
     pulled = rgt("pull", "k8s", "--dest", str(tmp_path / "got"))
     assert pulled.returncode == 0, pulled.stdout + pulled.stderr
-    (log,) = (tmp_path / "got" / "logs").glob("*.log")
-    text = log.read_text()  # node 0's log, the run's (node 1's is log.node-1 beside it)
+    run_id = state()["id"]
+    text = (tmp_path / "got" / "logs" / f"{run_id}.log").read_text()  # node 0's, the run's
     assert "[GPU0] Epoch 5" in text and "[GPU1]" not in text and "(node 0 of 2)" in text
+    text = (tmp_path / "got" / "logs" / f"{run_id}.node1.log").read_text()  # node 1's
+    assert "[GPU1] Epoch 5" in text and "[GPU0]" not in text and "(node 1 of 2)" in text
     job = fake.api.get("jobs", NS, dns_name("rgt", state()["id"]))
     service = fake.api.get("services", NS, job["metadata"]["name"])  # kept with its Job,
     assert [(o["kind"], o["uid"]) for o in service["metadata"]["ownerReferences"]] == \

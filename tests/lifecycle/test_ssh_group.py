@@ -81,6 +81,8 @@ def test_ddp_across_two_machines_fails_whole_and_resumes_on_both(group, tmp_path
              "--ssh", ssh_of(servers[1]), "--data-dir", f"{DISK}/data",
              "--durable-dir", f"{DISK}/durable", "--rate", "2")
     assert up.returncode == 0, up.stdout + up.stderr
+    assert "2 machines" in up.stdout and f"node 1  {lan.address(1)}" in up.stdout, up.stdout
+    assert "generic-ssh ×2" in cli.ok("ls").stdout
     work = multinode_workdir(tmp_path / "project")
     # multinode.py keeps its snapshot in the working directory: pointed at the job's checkpoint
     # home, which rgt keeps across runs (and gives every node on a relaunch)

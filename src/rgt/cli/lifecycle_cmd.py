@@ -107,8 +107,14 @@ def up(
     if facts(box).rented:  # rented here, through the platform's API
         cloud.show_rented(box, first)
         return
+    machines = facts(box).machines
     console.print(f"[green]✓[/] box [bold]{name}[/] ({prof.name}) answers: "
-                  f"{escape(facts(box).uname or '')}")
+                  + (f"{machines} machines, the head " if machines > 1 else "")
+                  + escape(facts(box).uname or ''))
+    if machines > 1:  # a group: each machine, by the rank it gets and where it is reached
+        for rank, node in enumerate(box.extra["nodes"]):
+            console.print(f"  node {rank}  {escape(str(node.get('address')))}  data "
+                          f"{escape(str(node.get('data_dir')))}")
     print_registered(box, prof, first)
     if chosen:
         console.print("[yellow]note:[/] no --profile: registered as generic-ssh, a machine whose "

@@ -740,8 +740,22 @@ def fetch_logs(store: Store, transport, box: str, run: Run, local: Path) -> list
 
 def _node_logs(box: Box, transport, attempt: Run, local: Path) -> list[str]:
     """A multi-node attempt's other nodes' logs, as logs/<run-id>.node<rank>.log, fetched
-    from every node at once; a node that does not answer is skipped (its log only informs)."""
-    others = group.nodes(box)[1:group.run_nodes(attempt)]
+    from every node at once; a node that does not answer is skipped (its log only informs).
+    Where the nodes share the run's directory (a cluster's filesystem), node i's log is
+    `log.node-<i>` beside the head's (group.SHARED_NODE_LOG)."""
+    count = group.run_nodes(attempt)
+    others = group.nodes(box)[1:count]
+    if count > 1 and not group.nodes(box):
+        names = []
+        for rank in range(1, count):
+            path = shlex.quote(f"{attempt.remote_dir}/{group.SHARED_NODE_LOG.format(rank=rank)}")
+            got = transport.run(f"tail -c {LOG_TAIL_BYTES} {path}", check=False, timeout=300,
+                                limit=LOG_TAIL_BYTES)
+            if got.ok:
+                write_private(real_subdir(local, "logs") / f"{attempt.id}.node{rank}.log",
+                              got.data)
+                names.append(f"{attempt.id}.node{rank}")
+        return names
 
     def one(node: group.Node, node_transport) -> str | None:
         log = shlex.quote(f"{group.run_dir(node, attempt.id)}/log")

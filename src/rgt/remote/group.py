@@ -49,6 +49,9 @@ T = TypeVar("T")
 ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
 NODE_KEYS = ("connection", "address", "data_dir", "durable_dir", "python", "python_version",
              "python_executable", "uname", "created_dirs", "instance_id")
+# where node i of a run writes its log when the nodes share the run's directory (the head's
+# is `log`): a platform whose nodes share a filesystem (Kubernetes' claim) writes it so
+SHARED_NODE_LOG = "log.node-{rank}"
 ENV_NPROC_PER_NODE = "RGT_NPROC_PER_NODE"  # torchrun workers per node (default: GPUs, or 1)
 
 
