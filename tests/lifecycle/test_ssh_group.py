@@ -116,6 +116,8 @@ def test_ddp_across_two_machines_fails_whole_and_resumes_on_both(group, tmp_path
     done = wait_for(lambda: (s := watch(cli, again))["status"] not in ("running", "starting")
                     and s, timeout=180, every=1)
     assert done["status"] == "succeeded", done
+    shown = cli.ok("watch", "grp", again).stdout  # a resumed attempt had less to do
+    assert "node 1" in shown and "suspiciously fast" not in shown, shown
     log = cli.ok("logs", "grp", again).stdout
     assert "Resuming training from snapshot at Epoch" in log, log[-2000:]
     assert "[GPU0] Epoch 7" in log

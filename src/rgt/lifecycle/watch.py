@@ -113,12 +113,14 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
         store.record("probe", {"disks": summary.get("disks", {}),
                                "step": (summary.get("training") or {}).get("step")},
                      box=box.name, run=run.id)
+    summary["resumed"] = bool(run.spec.get("resumes"))  # continued an earlier attempt's work
     return summary
 
 
 def warnings(summary: dict[str, Any]) -> list[str]:
     notes = list(summary.get("probe_warnings") or [])
-    if summary["status"] == "succeeded" and (summary["duration"] or 1e9) < FAST_FINISH_S:
+    if summary["status"] == "succeeded" and (summary["duration"] or 1e9) < FAST_FINISH_S \
+            and not summary.get("resumed"):  # an attempt that resumed had less left to do
         notes.append(f"finished in {summary['duration']:.0f} s — suspiciously fast for "
                      "training; check the log for an empty dataset or a skipped loop")
     age = summary.get("heartbeat_age")

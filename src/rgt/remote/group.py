@@ -373,6 +373,8 @@ def state(box: Box, run_id: str, count: int, head_transport: Transport,
                 if s["status"] not in TERMINAL and s["status"] != "unreachable"]
         if live:
             stop_nodes(box, live, run_id, head_transport, stop)
+            for node in live:  # what they are now, not what the probe found a moment ago
+                head["nodes"][node.rank]["status"] = "stopped by rgt"
         first, said = ended_badly[0]
         all_cancelled = all(s["status"] == "cancelled" for _, s in ended_badly)
         head["status"] = "cancelled" if all_cancelled and not live else "failed"
