@@ -45,7 +45,7 @@ def test_every_profile_has_a_platform_with_the_verbs():
     ("generic-ssh", "gpu", "H100:1"),    # a machine you already rented is what it is
     ("local", "mem", "16G"),
     ("lambda", "image", "pytorch/pytorch:2.4.0"),  # Lambda launches its own image
-    ("lambda", "nodes", 2),
+    ("lambda", "disk", "100G"),          # an instance type's disk is what it is
     ("vastai", "region", "EU"),
     ("vastai", "time", "2h"),
     ("slurm", "spot", True),
