@@ -121,6 +121,15 @@ def test_two_instances_form_one_box_and_down_destroys_both(cloud, lan, request, 
 
     if cloud == "lambda":  # one cloud runs a job across both (the SSH group's test runs DDP)
         _run_on_both(tmp_path)
+    if cloud == "vastai":  # one destroy refused: that node is named as billing, down finishes
+        fake.fail_before("DELETE", "/instances/", 400)  # later, when run again
+        failed = rgt_cli("down", "grp", input="grp\n")
+        assert failed.returncode != 0, failed.stdout + failed.stderr
+        said = " ".join(failed.stderr.split())
+        assert f"destroyed 1 of 2 vast.ai instances of grp; node 0 ({ids[0]}) may still bill" \
+            in said, said
+        assert Store().box("grp").extra["still_billing"][0].startswith(f"grp node 0 ({ids[0]})")
+        assert _alive(cloud, fake) == [ids[0]]
     down = rgt_cli("down", "grp", input="grp\n")
     assert down.returncode == 0, down.stdout + down.stderr
     assert "each confirmed gone" in down.stdout, down.stdout
