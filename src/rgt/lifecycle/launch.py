@@ -198,9 +198,12 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
                         progress=progress if head else None)
         if spread:  # every node at once: N nodes start in about the time of one
             resumed = code_from.rstrip("/").split("/")[-2] if code_from else None
-            pushed = group.on_every_node(box, transport, only=spread, step=lambda n, t: deliver(
-                t, group.node_layout(n, run_id, spec),  # each node's own copy of the code
-                f"{group.run_dir(n, resumed)}/code" if resumed else None, head=n.rank == 0))
+            # each node's connection stays open for the start that follows (which closes it)
+            pushed = group.on_every_node(
+                box, transport, only=spread, keep_open=True, step=lambda n, t: deliver(
+                    t, group.node_layout(n, run_id, spec),  # each node's own copy of the code
+                    f"{group.run_dir(n, resumed)}/code" if resumed else None,
+                    head=n.rank == 0))
         else:
             pushed = [deliver(transport, layout, code_from, head=True)]
         for node, figures in enumerate(pushed):

@@ -165,17 +165,23 @@ def register(store: Store, name: str, profile: Profile, targets: Sequence[SshTar
 
 def on_every_node(box: Box, head_transport: Transport,
                   step: Callable[[Node, Transport], Any], *,
-                  only: Sequence[Node] | None = None) -> list[Any]:
+                  only: Sequence[Node] | None = None, keep_open: bool = False) -> list[Any]:
     """step(node, its transport) on every node (or `only` those) at once, the head's on the
-    open transport; the others' connections are opened and closed here."""
+    open transport; the others' connections are opened and closed here. `keep_open`: left
+    open after a step that succeeded, for the next on_every_node to reuse (ssh's master
+    outlives its transport) and close: one handshake per node instead of one per step."""
     def one(node: Node) -> Any:
         if node.rank == 0:
             return step(node, head_transport)
         transport = transport_for(node.box)
         try:
-            return step(node, transport)
-        finally:
+            result = step(node, transport)
+        except BaseException:
             transport.close()
+            raise
+        if not keep_open:
+            transport.close()
+        return result
     return in_parallel(nodes(box) if only is None else list(only), one, name=describe)
 
 
