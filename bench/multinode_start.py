@@ -5,7 +5,8 @@ a loop over the hosts that, for each in turn, rsyncs the workdir and starts the 
 
 NEEDS ROOT: the hosts are network + UTS + pid + mount namespaces on one bridge
 (tests/hosts.py), each with its own sshd (tests/sshd.py) and its own disk; exits 2 saying why
-where that cannot be built.
+where that cannot be built. CPU seconds come from one cpuacct cgroup (v1) for the laptop side
+and one per host; where those cannot be made the columns are left out.
 
     python bench/multinode_start.py                    # N = 1, 2, 4; 3 repetitions; 30 ms RTT
     python bench/multinode_start.py --repeat 5 --rtt-ms 50 --nodes 1,2,4,8
@@ -18,10 +19,18 @@ pair per host (one end here, one in the host) with a userspace delay line in thi
 and a /32 route each way that sends laptop<->host traffic through it; host<->host traffic
 stays on the bridge. No rate limit: the workdir is a few MB, the round trips are the cost.
 
+The hosts' /root is an empty tmpfs by default (--root-home clean), as on a fresh rented box:
+this machine's own .bashrc runs `pyenv init` in every ssh command's shell (0.44 s a command
+over an open connection here, instead of 0.07) and puts pyenv's shims first on PATH.
+
+The job is `sleep 30` in a SkyPilot task (`num_nodes: N`): it starts as written on every node,
+as the loop's does (an rgt spec's plain line would start under torchrun, whose own start —
+importing torch on every node — is the job's, not the launch's).
+
 What is timed, from the same start:
-- rgt: `rgt run BOX job.yaml -d` as a fresh process (it returns once every node's runner has
-  written its state), then `rgt watch BOX RUN --json` until every node says running — the
-  figure is the time to that confirmation, and the bare `rgt run` beside it;
+- rgt: `rgt run BOX task.yaml -d` as a fresh process (it returns once every node's runner has
+  written its state) — the ratios are of this figure; then `rgt watch BOX RUN --json` until
+  every node says running, the time to that confirmation beside it;
 - sequential: for each host in turn `rsync -a --mkpath WORK/ root@HOST:DIR/code/` then
   `ssh root@HOST 'cd DIR/code || exit 1; nohup sleep 30 > ../log 2>&1 < /dev/null & echo $!'`.
 Every run is cancelled (`rgt cancel --yes`; the loop's sleeps killed by pid) before the next;
