@@ -113,7 +113,7 @@ def test_watch_gate_follows_the_instance_state(vast_api, store):
     """Every state where the instance cannot run the job, through the real `watch.refresh`
     (no SSH is attempted: the box's port 9 would refuse it)."""
     box, run, instance_id = _box_with_run(store, vast_api)
-    keys = set(summarize({}))
+    keys = set(summarize({})) | {"resumed"}  # refresh says of every run whether it resumed
 
     vast_api.preempt(instance_id)
     summary = watch.refresh(store, box, run)

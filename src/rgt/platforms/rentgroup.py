@@ -127,21 +127,21 @@ def rent_group(cloud: RentedPlatform, store: Store, request: Request) -> Box:
                                         on_wait=lambda line: say(f"node {node.rank}: {line}"))
         try:
             rows = group.in_parallel(created, boot, name=lambda n: f"node {n.rank} ({n.name})")
-        except UserError as err:
+        except Exception as err:  # noqa: BLE001  (whatever it was, every node bills)
             raise partial(cloud, store, request, created, "the group did not boot", err,
                           all_created=True) from None
     for node, row in zip(created, rows, strict=True):
         node.row = row
-    targets = [cloud.node_target(n.row or {}, plan) for n in created]
-    addresses = [cloud.node_address(n.row or {}) for n in created]
     try:
+        targets = [cloud.node_target(n.row or {}, plan) for n in created]
+        addresses = [cloud.node_address(n.row or {}) for n in created]
         wait_for_ssh(targets, say)
         box = group.register(store, request.name, load_profile(cloud.profile), targets,
                              rate=round(sum(n.rate for n in created), 6),
                              data_dir=plan.data_dir, durable_dir=plan.durable_dir,
                              addresses=addresses,
                              instance_ids=[n.instance_id for n in created])
-    except UserError as err:
+    except Exception as err:  # noqa: BLE001  (whatever it was, every node bills)
         raise partial(cloud, store, request, created, "registering the nodes over SSH failed",
                       err, all_created=True) from None
     store.update_box(request.name, extra={
