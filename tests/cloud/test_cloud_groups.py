@@ -97,6 +97,8 @@ def test_two_instances_form_one_box_and_down_destroys_both(cloud, lan, request, 
     assert up.returncode == 0, up.stdout + up.stderr
     ids = _alive(cloud, fake)
     assert len(ids) == 2, ids
+    for instance in ids:  # each machine named at `up`
+        assert f"instance {instance}" in up.stdout, up.stdout
     # each recorded as it was created, under the group's box, with its rank and name
     launches = _launches()
     assert [(d["rank"], d["node"]) for d in launches] == [(0, "grp-0"), (1, "grp-1")]
