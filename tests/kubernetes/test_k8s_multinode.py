@@ -28,6 +28,9 @@ from kubekit import IMAGE, make_tls, write_kubeconfig
 from rgt.platforms.k8s.manifests import dns_name
 
 NS = "ml"
+# one worker: the tests share this module's cluster and build on each other's runs, and every
+# fake cluster's PVC door listens on one port (tests/conftest.py groups the other k8s tests)
+pytestmark = pytest.mark.xdist_group("kubernetes")
 
 
 def free_port() -> int:

@@ -26,6 +26,8 @@ from ddp_examples import multinode_workdir
 from rgt.platforms.slurm.accounting import parse_records
 from rgt.store import Store
 
+# one worker, one two-node cluster for the module (xdist would start one per worker)
+pytestmark = pytest.mark.xdist_group("slurm-two-nodes")
 BIN = str(Path(sys.executable).parent)
 # the cluster's nodes find this interpreter and torchrun as a cluster's module load would
 PLUMBING = {"PATH": f"{BIN}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
