@@ -53,14 +53,15 @@ def write_job(directory: Path, **fields) -> Path:
     return path
 
 
-def wait_for(predicate, timeout: float = 30, every: float = 0.2):
+def wait_for(predicate, timeout: float = 30, every: float = 0.2, what: str = ""):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(every)
-    raise AssertionError("condition not met in time")
+    raise AssertionError(f"timed out waiting for {what}" if what else
+                         "condition not met in time")
 
 
 def up_ssh(cli, sshd, tmp_path, name="gpu", *extra):

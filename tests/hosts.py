@@ -140,3 +140,27 @@ class Lan:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+DISK = "/srv/rgt-node"  # each host's own disk, at the same path on all (as on real machines)
+
+
+@contextlib.contextmanager
+def machines(count: int, root, keys, *, port: int = 2222):
+    """`count` hosts, each with its own disk at DISK and its own sshd on `port` (keys: a
+    tests/sshd.SshKeys): yields (lan, servers). tmux's socket lives in /tmp, which the hosts
+    share, so each sshd points tmux at its own disk."""
+    from sshd import SshServer
+
+    lan = Lan(count, private=[DISK]).start()
+    servers = []
+    try:
+        for i in range(count):
+            servers.append(SshServer(root / f"sshd{i}", keys, port=port,
+                                     extra_config=f"SetEnv TMUX_TMPDIR={DISK}",
+                                     host=lan.address(i), exec_prefix=lan.exec_prefix(i)).start())
+        yield lan, servers
+    finally:
+        for server in servers:
+            server.stop()
+        lan.stop()

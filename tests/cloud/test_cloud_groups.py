@@ -15,10 +15,8 @@ import hosts
 import pytest
 from cloudkit import IMAGE, RUNPOD_IMAGE, rgt_cli
 from fake_vast_api import offer
-from sshd import SshServer
 
-DISK = "/srv/rgt-node"
-  # each host's own disk, at the same path on both
+DISK = hosts.DISK  # each host's own disk
 
 
 @pytest.fixture(scope="module")
@@ -26,19 +24,8 @@ def lan(tmp_path_factory, sshd_keys):
     why = hosts.unavailable()
     if why:
         pytest.skip(why)
-    net = hosts.Lan(2, private=[DISK]).start()
-    servers = []
-    try:
-        root = tmp_path_factory.mktemp("group")
-        for i in range(2):
-            servers.append(SshServer(root / f"sshd{i}", sshd_keys, port=2222,
-                                     extra_config=f"SetEnv TMUX_TMPDIR={DISK}",
-                                     host=net.address(i), exec_prefix=net.exec_prefix(i)).start())
-        yield net, servers
-    finally:
-        for server in servers:
-            server.stop()
-        net.stop()
+    with hosts.machines(2, tmp_path_factory.mktemp("group"), sshd_keys) as made:
+        yield made
 
 
 def _lambda(fake, key):

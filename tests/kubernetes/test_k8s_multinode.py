@@ -14,16 +14,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
-import time
 from pathlib import Path
 
+import boxkit
 import pytest
 from cli import rgt
 from ddp_examples import multinode_workdir
 from kube_api import FakeKubeApi
 from kube_cluster import Cluster
 from kubekit import IMAGE, make_tls, write_kubeconfig
+from sshd import free_port
 
 from rgt.platforms.k8s.manifests import dns_name
 
@@ -33,20 +33,8 @@ NS = "ml"
 pytestmark = pytest.mark.xdist_group("kubernetes")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_for(predicate, timeout: float = 60, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    return boxkit.wait_for(predicate, timeout, every=0.1, what=what)
 
 
 @pytest.fixture(scope="module")

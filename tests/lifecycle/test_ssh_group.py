@@ -23,7 +23,7 @@ from sshd import SshServer
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
-DISK = "/srv/rgt-node"  # each host's own disk, at the same path on both (as on real machines)
+DISK = hosts.DISK  # each host's own disk
 
 
 @pytest.fixture(scope="module")
@@ -31,20 +31,8 @@ def group(tmp_path_factory, sshd_keys):
     why = hosts.unavailable()
     if why:
         pytest.skip(why)
-    lan = hosts.Lan(2, private=[DISK]).start()
-    servers = []
-    try:
-        root = tmp_path_factory.mktemp("group")
-        for i in range(2):
-            # tmux's socket lives in /tmp, which the hosts share: each its own, on its disk
-            servers.append(SshServer(root / f"sshd{i}", sshd_keys, port=2222,
-                                     extra_config=f"SetEnv TMUX_TMPDIR={DISK}",
-                                     host=lan.address(i), exec_prefix=lan.exec_prefix(i)).start())
-        yield lan, servers
-    finally:
-        for server in servers:
-            server.stop()
-        lan.stop()
+    with hosts.machines(2, tmp_path_factory.mktemp("group"), sshd_keys) as made:
+        yield made
 
 
 def ssh_of(server: SshServer) -> str:
