@@ -135,15 +135,7 @@ class LambdaPlatform(RentedPlatform):
                                        options.get("ssh_key"))
         data_dir = request.data_dir
         # a filesystem is one NFS share all nodes mount: the group's shared checkpoint home
-        durable = request.durable_dir or (f"/lambda/nfs/{fs['name']}" if fs
-                                          else data_dir or "/home/ubuntu")
-        extra: dict[str, Any] = {}
-        if fs:
-            extra["filesystem"] = {"name": fs["name"], "id": fs.get("id"),
-                                   "region": lam.region_of(fs)}
-        else:
-            extra["notes"] = ["no filesystem attached: nothing on these nodes survives "
-                              "terminate; pull results home before `rgt down` (LAM1)"]
+        durable, extra = storage(fs, data_dir, request.durable_dir, "these nodes")
         return Plan(wait_s=900, identity=options.get("identity"),
                     user=options.get("user") or "ubuntu", port=options.get("port"),
                     data_dir=data_dir, durable_dir=durable, extra=extra,
@@ -200,6 +192,20 @@ def instance_status(box: Box) -> dict[str, Any]:
             "billing": lam.BILLING.get(status, True), "advice": advice}
 
 
+
+def storage(fs: dict | None, data_dir: str | None, durable_dir: str | None, where: str
+            ) -> tuple[str, dict[str, Any]]:
+    """The durable tier (the attached filesystem, else the data dir) and what `extra` records
+    of it. Without a filesystem there is no durable tier on the box: results must be pulled
+    home, said in a note naming WHERE ("this box", "these nodes")."""
+    durable = durable_dir or (f"/lambda/nfs/{fs['name']}" if fs else data_dir or "/home/ubuntu")
+    if fs:
+        return durable, {"filesystem": {"name": fs["name"], "id": fs.get("id"),
+                                        "region": lam.region_of(fs)}}
+    return durable, {"notes": [f"no filesystem attached: nothing on {where} survives "
+                               "terminate; pull results home before `rgt down` (LAM1)"]}
+
+
 def lambda_up(store: Store, name: str, gpu: str | Sequence[str] = "H100:1",
               region: str | None = None,
               filesystem: str | None = None, *, ssh_key: str | None = None,
@@ -231,15 +237,8 @@ def lambda_up(store: Store, name: str, gpu: str | Sequence[str] = "H100:1",
         inst = cloud.wait_ready(api, instance_id, wait_s=boot_wait_s, poll_s=poll_s,
                                 on_wait=on_wait)
     ip = inst["ip"]  # LAM10: read every launch, never remembered
-    # Without a filesystem there is no durable tier on the box: results must be pulled home.
-    durable = durable_dir or (f"/lambda/nfs/{fs['name']}" if fs else data_dir or "/home/ubuntu")
-    extra: dict[str, Any] = {"instance_type": itype.name, "region": where, "ip": ip}
-    if fs:
-        extra["filesystem"] = {"name": fs["name"], "id": fs.get("id"),
-                               "region": lam.region_of(fs)}
-    else:
-        extra["notes"] = ["no filesystem attached: nothing on this box survives terminate; "
-                          "pull results home before `rgt down` (LAM1)"]
+    durable, extra = storage(fs, data_dir, durable_dir, "this box")
+    extra.update(instance_type=itype.name, region=where, ip=ip)
     return cloud.register_instance(store, name, instance_id, host=ip, port=ssh_port,
                                    user=ssh_user, identity=identity, rate=itype.usd_per_hour,
                                    data_dir=data_dir, durable_dir=durable, on_wait=on_wait,
