@@ -103,15 +103,16 @@ class SshPlatform(Platform):
     def _launch_group(self, transport: Transport, box: Box, spec: JobSpec, layout: Layout,
                       profile) -> Launched:
         """One runner per node, each with its rank (rgt.remote.group)."""
-        def start(node_transport: Transport, node_spec: JobSpec, node_layout: Layout) -> str:
+        def start(node_transport: Transport, node_spec: JobSpec, node_layout: Layout
+                  ) -> tuple[str, str]:
             detach = start_runner(node_transport, profile, node_spec, node_layout)
-            wait_for_state(node_transport, node_layout)
-            return detach
-        detaches = group.launch(box, transport, profile, spec, layout.run_id, start)
-        status = wait_for_state(transport, layout).get("status", "starting")
-        return Launched(detach=detaches[0], status=str(status),
+            state = wait_for_state(node_transport, node_layout)
+            return detach, str(state.get("status", "starting"))
+        started = group.launch(box, transport, spec, layout.run_id, start)
+        (detach, status), count = started[0], len(started)  # the head's says the run's
+        return Launched(detach=detach, status=status,
                         platform_run={"nodes": spec.resources.nodes},
-                        notes=[f"started on {len(detaches)} nodes, ranks 0-{len(detaches) - 1}"
+                        notes=[f"started on {count} nodes, ranks 0-{count - 1}"
                                f" (head {group.nodes(box)[0].address})"])
 
     def state(self, store: Store, box: Box, run: Run, transport: Transport) -> dict[str, Any]:

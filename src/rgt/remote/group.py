@@ -208,10 +208,9 @@ def refuse_unrunnable(spec: JobSpec) -> None:
                         "first), or use a slurm box, whose requeue restarts the whole job")
 
 
-def worker_command(spec: JobSpec, count: int) -> str:
+def worker_command(spec: JobSpec) -> str:
     """What each node runs: a SkyPilot/dstack task's `run` as written (it starts its own
     workers from the variables); an rgt spec's `run` under torchrun across the nodes."""
-    launchers.refuse_lone_launchers(spec.run, count)
     if spec.dialect != "rgt":
         return spec.run
     nproc = int(spec.env.get(ENV_NPROC_PER_NODE) or max(1, spec.resources.gpu_count))
@@ -220,15 +219,15 @@ def worker_command(spec: JobSpec, count: int) -> str:
                                                or node_env.RDZV_PORT))
 
 
-def launch(box: Box, head_transport: Transport, profile: Profile, spec: JobSpec,
-           run_id: str, start: Callable[[Transport, JobSpec, Layout], str]) -> list[str]:
+def launch(box: Box, head_transport: Transport, spec: JobSpec, run_id: str,
+           start: Callable[[Transport, JobSpec, Layout], T]) -> list[T]:
     """One runner per node (`start`: the one-machine start, given that node's spec and
-    layout), all at once; returns how each was detached."""
+    layout), all at once; returns what each start returned, head first."""
     refuse_unrunnable(spec)  # (checked before the push too, unless resources were skipped)
     shared = contract(box, spec)
-    command = worker_command(spec, spec.resources.nodes)
+    command = worker_command(spec)
 
-    def one(node: Node, transport: Transport) -> str:
+    def one(node: Node, transport: Transport) -> T:
         env = {**interface_env(transport, node.address), **spec.env, **shared,
                **node_env.rank(node.rank)}
         return start(transport, spec.model_copy(update={"run": command, "env": env}),
