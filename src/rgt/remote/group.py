@@ -369,8 +369,14 @@ def state(box: Box, run_id: str, count: int, head_transport: Transport,
                       "last_line": (s.get("log_tail") or [""])[-1][:200],
                       "training": s.get("training") or {}}
                      for n, s in zip(members, summaries, strict=True)]
-    ended_badly = [(n, s) for n, s in zip(members, summaries, strict=True)
-                   if s["status"] in TERMINAL and s["status"] != "succeeded"]
+    # The node whose end has no exit of its own (vanished, killed) first, then by when each
+    # ended: a peer's loss makes the survivors' collectives fail a moment later with a plain
+    # exit code, and the line a user reads first should name the cause, not its echo.
+    ended_badly = sorted(
+        ((n, s) for n, s in zip(members, summaries, strict=True)
+         if s["status"] in TERMINAL and s["status"] != "succeeded"),
+        key=lambda pair: (pair[1]["status"] != "vanished" and pair[1].get("signal") is None,
+                          pair[1].get("ended") or 0.0, pair[0].rank))
     if all(st == "succeeded" for st in statuses):
         return head
     if ended_badly:
@@ -380,13 +386,14 @@ def state(box: Box, run_id: str, count: int, head_transport: Transport,
             stop_nodes(box, live, run_id, head_transport, stop)
             for node in live:  # what they are now, not what the probe found a moment ago
                 head["nodes"][node.rank]["status"] = "stopped by rgt"
-        first, said = ended_badly[0]
         all_cancelled = all(s["status"] == "cancelled" for _, s in ended_badly)
         head["status"] = "cancelled" if all_cancelled and not live else "failed"
         if head.get("exit_code") in (None, 0):
-            head["exit_code"] = said.get("exit_code")
-        why = "; ".join(said.get("causes") or []) or f"exit {said.get('exit_code')}"
-        head["causes"] = [f"{describe(first)} {said['status']}: {why}"] + \
+            head["exit_code"] = ended_badly[0][1].get("exit_code")
+        head["causes"] = [
+            f"{describe(node)} {said['status']}: "
+            + ("; ".join(said.get("causes") or []) or f"exit {said.get('exit_code')}")
+            for node, said in ended_badly[:4]] + \
             ([f"stopped the ranks still running on node(s) "
               f"{', '.join(str(n.rank) for n in live)}"] if live else []) + \
             list(head.get("causes") or [])[:3]
