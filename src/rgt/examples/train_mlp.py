@@ -2,7 +2,7 @@
 
     python -m rgt.examples.train_mlp --ckpt-dir DIR --out DIR [--steps 200] [--save-every 20]
         [--metrics-every 10] [--seed 0] [--batch-size 32] [--sleep 0] [--keep-last 2]
-        [--durable URL]
+        [--durable URL] [--device cpu|cuda|auto]
 
 An MLP regresses a fixed function of synthetic data generated from `--seed`; batches come
 shuffled from a `ResumableSampler`, with dropout, AdamW and a warmup + cosine LR schedule.
@@ -21,6 +21,8 @@ Contract (kept stable: `rgt demo` and the Slurm tests run this exact script):
   completion rewrites the same files.
 * An uninterrupted run and any killed-and-restarted run end with bitwise-identical
   `final.pt` tensors. `--sleep S` adds S seconds per step (to demo or test kills).
+* `--device cuda` trains on the GPU (`auto`: the GPU when torch sees one); checkpoints and
+  `final.pt` hold the tensors where they trained, and load back onto any device.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sleep", type=float, default=0.0, help="extra seconds per step")
     p.add_argument("--keep-last", type=int, default=2)
     p.add_argument("--durable", default=None, help="fsspec URL to mirror checkpoints to")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"],
+                   help="where to train (auto: the GPU when torch sees one)")
     args = p.parse_args(argv)
     if args.steps < 0 or args.save_every < 1 or args.metrics_every < 1 or args.batch_size < 1:
         p.error("--steps must be >= 0; --save-every, --metrics-every, --batch-size >= 1")
@@ -61,6 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     from rgt.ckpt.torch_state import capture_training_state, restore_training_state
 
     torch.set_num_threads(1)  # tiny model: one thread is fastest and reproducible
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    elif device == "cuda" and not torch.cuda.is_available():
+        print("train_mlp: --device cuda, but torch sees no CUDA GPU "
+              f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})", flush=True)
+        return 2
     t_start = time.perf_counter()
 
     # Data: a fixed function of fixed inputs, from a private generator (not the global RNG).
@@ -69,13 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     x = torch.randn(n, d, generator=g)
     w = torch.randn(d, 1, generator=g)
     y = torch.sin(x @ w) + 0.1 * torch.randn(n, 1, generator=g)
+    x, y = x.to(device), y.to(device)
 
     torch.manual_seed(args.seed)
     model = nn.Sequential(
         nn.Linear(d, 64), nn.ReLU(), nn.Dropout(0.1),
         nn.Linear(64, 64), nn.ReLU(), nn.Dropout(0.1),
         nn.Linear(64, 1),
-    )
+    ).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     warmup = max(1, min(10, args.steps // 10))
 
@@ -97,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"resumed step={step} from={loaded.path.name}", flush=True)
     else:
         print("fresh start", flush=True)
+    if device != "cpu":
+        print(f"device {device}: {torch.cuda.get_device_name()}", flush=True)
     resumed_from = step
 
     def save(at: int) -> None:
@@ -109,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     with PreemptionFlag() as preempted:
         batches = sampler.batches(args.batch_size)
         while step < args.steps:
-            idx = torch.tensor(next(batches))
+            idx = torch.tensor(next(batches), device=device)
             loss = nn.functional.mse_loss(model(x[idx]), y[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()
