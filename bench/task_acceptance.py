@@ -2,6 +2,7 @@
 the rest (issue 32). Prints one table per corpus: accepted / refused, and refusals by field.
 
     python bench/task_acceptance.py --skypilot DIR --dstack DIR [--held-out-fields]
+                                    [--infra-box PROFILE ...]
 
 DIR is a checkout of each project's examples (SkyPilot: examples/ and llm/, run from the
 repository root, as `sky launch examples/x.yaml` is; dstack: examples/). The corpora are the
@@ -20,6 +21,13 @@ counts them. A task's envs and secrets with no value are measured as exported by
 (SkyPilot reads them from the user's shell). One file in four (by a hash of its path) is held
 out: its counts are printed apart, and its refusals by field only with --held-out-fields, so
 changes can be made without looking at them.
+
+The SkyPilot counts are printed twice, never mixed: "unchanged" (`rgt run BOX task.yaml`, the
+file as it is) and "with --infra box" on a box of each PROFILE given (default: kubernetes and
+generic-ssh): `rgt run BOX task.yaml --infra box`, SkyPilot's `sky launch --infra` override
+that runs a task pinned to a cloud rgt has no platform for on the box named (rgt.skycloud).
+A third count adds `--instance-type none` (SkyPilot's `-t none`), which drops a pinned
+instance type that the box's platform does not have.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from pathlib import Path
 
 import yaml
 
-from rgt import yaml12
+from rgt import skycloud, yaml12
 from rgt.errors import UserError
 from rgt.lifecycle.fit import refuse_tpu
 from rgt.skypipeline import is_pipeline, load_pipeline
@@ -127,17 +135,17 @@ def exported(names: set[str]):
                 os.environ.pop(name, None)
 
 
-def load(path: Path) -> None:
+def load(path: Path, overrides: skycloud.Overrides | None = None) -> None:
     """What `rgt run` reads: a pipeline's stages (accepted when every stage is; they run
     chained where the box's scheduler chains runs), or one task."""
     if is_pipeline(path):
-        for stage in load_pipeline(path).stages:
+        for stage in load_pipeline(path, overrides=overrides).stages:
             refuse_tpu(stage)
     else:
-        refuse_tpu(load_spec(path))
+        refuse_tpu(load_spec(path, overrides=overrides))
 
 
-def measure(root: Path, words: set[str]) -> dict:
+def measure(root: Path, words: set[str], overrides: skycloud.Overrides | None = None) -> dict:
     tally = {True: collections.Counter(), False: collections.Counter()}
     fields = {True: collections.Counter(), False: collections.Counter()}
     files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
@@ -157,14 +165,14 @@ def measure(root: Path, words: set[str]) -> dict:
             try:
                 with exported(asked_for(path)):
                     try:
-                        load(Path(relative))
+                        load(Path(relative), overrides)
                     except UserError as err:
                         # its README says to run it from its own folder: try that too
                         if "exist" not in str(err) and "not a directory" not in str(err):
                             raise
                         os.chdir(path.parent)
                         try:
-                            load(Path(path.name))
+                            load(Path(path.name), overrides)
                         finally:
                             os.chdir(root)
             except UserError as err:
@@ -184,8 +192,9 @@ def measure(root: Path, words: set[str]) -> dict:
     return {"tally": tally, "fields": fields}
 
 
-def report(name: str, result: dict, show_held_out_fields: bool) -> None:
+def report(name: str, result: dict, show_held_out_fields: bool, how: str = "") -> None:
     for out, label in ((False, "looked at"), (True, "held out")):
+        label += how
         t = result["tally"][out]
         not_services = t["task files"] - t["services"]
         pools = (f"; pools counted apart: {t['pools']}, {t['accepted']} of "
@@ -207,9 +216,18 @@ def main() -> None:
     parser.add_argument("--skypilot", type=Path)
     parser.add_argument("--dstack", type=Path)
     parser.add_argument("--held-out-fields", action="store_true")
+    parser.add_argument("--infra-box", action="append", metavar="PROFILE",
+                        help="measure `--infra box` on a box of this profile (repeatable)")
     args = parser.parse_args()
     if args.skypilot:
-        report("SkyPilot", measure(args.skypilot.resolve(), SKY_WORDS), args.held_out_fields)
+        root = args.skypilot.resolve()
+        report("SkyPilot", measure(root, SKY_WORDS), args.held_out_fields, ", unchanged")
+        for profile in args.infra_box or ["kubernetes", "generic-ssh"]:
+            for flags in (("box", None), ("box", "none")):
+                overrides = skycloud.overrides(*flags, f"a {profile} box", profile)
+                said = " --instance-type none" if flags[1] else ""
+                report("SkyPilot", measure(root, SKY_WORDS, overrides), args.held_out_fields,
+                       f", with --infra box{said} on a {profile} box")
     if args.dstack:
         report("dstack", measure(args.dstack.resolve(), {"type"}), args.held_out_fields)
 

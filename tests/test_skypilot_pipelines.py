@@ -101,7 +101,7 @@ def test_instance_types_map_to_what_they_hold_where_rgt_has_the_platform(tmp_pat
 @pytest.mark.parametrize("resources,says", [
     ({"instance_type": "m5.8xlarge"}, "'m5.8xlarge' is an aws instance type: rgt has no aws "
                                       "platform; the nearest rgt profile is kubernetes (EKS)"),
-    ({"instance_type": "a3-highgpu-8g"}, "is an gcp instance type"),
+    ({"instance_type": "a3-highgpu-8g"}, "is a gcp instance type"),
     ({"instance_type": "VM.GPU.A10.1"}, "is an oci instance type: rgt has no oci platform; "
                                         "the nearest rgt profile is generic-ssh"),
     ({"instance_type": "gpu_1x_h100", "infra": "kubernetes"},

@@ -19,6 +19,32 @@ A name of a cloud rgt has no platform for (AWS p4d.24xlarge, GCP a3-highgpu-8g, 
 Standard_ND96asr_v4, OCI VM.GPU.A10.1 …) is refused naming that cloud and the nearest rgt
 profile, as `infra` is.
 
+--infra / --instance-type (the command line's overrides, SkyPilot's `sky launch --infra k8s
+task.yaml`, `-t none`; sky/client/cli/command.py `_handle_infra_cloud_region_zone_options`,
+`_parse_override_params`, sky/task.py `set_resources_override`):
+
+    --infra box | '*'           the task runs on the box `rgt run` names (SkyPilot's '*':
+                                any infra; the box is rgt's choice of one), read as a task
+                                of the box's own platform (k8s: an image_id is an image)
+    --infra k8s[/CONTEXT],      the same, where it names the box's platform; another platform
+      ssh[/POOL], slurm,        rgt has, or a cloud it has not (aws …), is refused naming the
+      runpod[/REGION], lambda,  box's own
+      vast
+    what it replaces            resources.infra / cloud / region / zone, and every any_of /
+                                ordered candidate's (SkyPilot overrides each candidate), said
+                                in one note
+    instance_type               kept, and read against the new infra: one of another cloud is
+                                refused, as SkyPilot refuses it ("Invalid instance type for
+                                cloud"), naming `--instance-type none`
+    --instance-type none        drops it (SkyPilot's `-t none`); the task's accelerators are
+                                the GPU request, or what the type held where rgt can read it
+                                (Lambda, RunPod, vast.ai, Kubernetes names); neither: refused
+                                by name, since the GPUs the task asks for cannot be told
+    --instance-type NAME        replaces it, read as the file's would be
+
+A pipeline's stages each take the override (SkyPilot ignores overrides on a multi-task file,
+with a warning; rgt runs every stage on the box named).
+
 config (SkyPilot's per-task overrides of its ~/.sky/config.yaml, docs reference/config):
 
     kubernetes.pod_config.metadata.labels            kubernetes.labels
@@ -39,6 +65,7 @@ settings — is refused naming the path.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from rgt.errors import UserError
@@ -87,12 +114,18 @@ def instance_type(name: Any, cloud: str | None) -> tuple[dict[str, Any], list[st
                         "4CPU--16GB--H100:1); ask for what it holds instead: accelerators, "
                         "cpus, memory")
     nearest = NEAREST.get(owner, "generic-ssh (a machine you started there)")
-    raise UserError(f"{field} is an {owner} instance type: rgt has no {owner} platform; the "
+    raise UserError(f"{field} is {article(owner)} {owner} instance type: rgt has no {owner} "
+                    f"platform; the "
                     f"nearest rgt profile is {nearest}; remove it and ask for what it holds "
-                    "(accelerators, cpus, memory)")
+                    "(accelerators, cpus, memory), or run with `--instance-type none` (and "
+                    "`--infra box`) to drop it")
 
 
 _ALIASES = {"kubernetes": ("k8s",), "vast": ("vastai",)}
+
+
+def article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeio" else "a"
 
 
 def _said(resources: dict[str, Any]) -> str:
@@ -144,6 +177,174 @@ def _kubernetes(text: str) -> tuple[str, dict[str, Any]] | None:
     if match["gpu"] and int(match["count"]):
         out["gpu"] = f"{match['gpu']}:{int(match['count'])}"
     return "kubernetes", out
+
+
+def cloud_of(name: Any) -> str | None:
+    """The platform or cloud an instance type's name belongs to (lambda, runpod, vast,
+    kubernetes; aws, azure, oci, gcp), or None where its shape is no one's rgt knows."""
+    text = str(name).strip()
+    for reader in (_lambda, _runpod, _vast, _kubernetes):
+        read = reader(text)
+        if read is not None:
+            return read[0]
+    return next((c for pattern, c in _ELSEWHERE if pattern.match(text)), None)
+
+
+# -- the command line's overrides: --infra, --instance-type ------------------------------------
+
+PLACEMENT = ("infra", "cloud", "region", "zone")
+_CANONICAL = {"k8s": "kubernetes", "kubernetes": "kubernetes", "vastai": "vast"}
+_OWN_PLATFORM = {"runpod": "runpod", "lambda": "lambda", "vastai": "vast"}
+_OWN_KIND = {"kubernetes": "kubernetes", "slurm": "slurm", "ssh": "ssh", "local": "ssh",
+             "ssh-rental": "ssh"}
+# what the part after a cluster platform's name is to SkyPilot (not a region)
+_CLUSTER_PART = {"kubernetes": "context", "ssh": "node pool", "slurm": "cluster"}
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """The overrides given on the command line, and the box (its profile's facts) the task
+    runs on; `box` names it in messages ("box gpu1", "profile slurm")."""
+
+    infra: str | None
+    instance_type: str | None
+    box: str
+    platform: str
+    kind: str
+
+    @property
+    def own(self) -> str:
+        """The box's platform in SkyPilot's infra words; '*' where SkyPilot has none."""
+        return _OWN_PLATFORM.get(self.platform) or _OWN_KIND.get(self.kind) or "*"
+
+
+def overrides(infra: str | None, instance_type: str | None, box: str,
+              profile: str) -> Overrides | None:
+    """The overrides for a task run on a box of `profile`; None when none was given."""
+    if infra is None and instance_type is None:
+        return None
+    from rgt.profiles import load_profile  # the profile's facts, read only when overriding
+
+    facts = load_profile(profile).facts
+    return Overrides(infra, instance_type, box, facts.platform, facts.kind)
+
+
+def override(given: Any, where: Overrides) -> tuple[Any, list[str]]:
+    """A task's `resources` with the command line's overrides put in, as SkyPilot puts them
+    (every candidate's placement replaced), and one note for each thing replaced."""
+    if not isinstance(given, dict):
+        return given, []  # the task's reader refuses it by name
+    out, notes = dict(given), []
+    target = None
+    if where.infra is not None:
+        infra, target, said = _infra(where)
+        pins = [f"resources.{k} {out.pop(k)!r}" for k in PLACEMENT if k in given]
+        for key in ("any_of", "ordered"):
+            if isinstance(out.get(key), list):
+                candidates = []
+                for i, candidate in enumerate(out[key]):
+                    if isinstance(candidate, dict):
+                        pins += [f"{key}[{i}].{k} {candidate[k]!r}" for k in PLACEMENT
+                                 if k in candidate]
+                        candidate = {k: v for k, v in candidate.items() if k not in PLACEMENT}
+                    candidates.append(candidate)
+                out[key] = candidates
+        out["infra"] = infra
+        image = given.get("image_id")
+        if isinstance(image, str) and not image.startswith("docker:") and _CANONICAL.get(
+                str(given.get("infra") or given.get("cloud") or "").lower().split("/")[0],
+                "") == "kubernetes":
+            out["image_id"] = f"docker:{image}"  # its meaning on the infra the file named
+        if pins:
+            notes.append(f"--infra {where.infra} overrides the task's {', '.join(pins)}: it "
+                         f"runs on {where.box} ({where.platform}), as `sky launch --infra "
+                         f"{infra}` runs it{said}")
+    if given.get("instance_type") is not None:
+        text = str(given["instance_type"]).strip()
+        if where.instance_type is not None and where.instance_type.lower() != "none":
+            out["instance_type"] = where.instance_type
+            notes.append(f"--instance-type {where.instance_type} replaces the task's "
+                         f"resources.instance_type {text!r}")
+        elif where.instance_type is not None:
+            del out["instance_type"]
+            notes.append(_dropped(out, text))
+        elif target is not None and _CANONICAL.get(cloud_of(text) or "", cloud_of(text)) != target:
+            raise UserError(_foreign_type(text, where, target, out))
+    elif where.instance_type is not None and where.instance_type.lower() != "none":
+        out["instance_type"] = where.instance_type
+    return out, notes
+
+
+def _infra(where: Overrides) -> tuple[str, str, str]:
+    """(the infra the task takes, its platform, what the note adds) for --infra; a
+    UserError naming the box's own platform where it names another, or a cloud rgt lacks."""
+    value = str(where.infra).strip()
+    parts = value.split("/")
+    named = parts[0].lower()
+    cloud = where.own if named in ("box", "*") else _CANONICAL.get(named, named)
+    if named not in ("box", "*") and cloud != where.own:
+        if cloud in ("kubernetes", "slurm", "ssh", "runpod", "lambda", "vast"):
+            raise UserError(f"--infra {value} names {cloud}, but {where.box} is a "
+                            f"{where.platform} box: `--infra box` runs the task there (the "
+                            "box you name is where it runs)")
+        nearest = NEAREST.get(cloud, "generic-ssh (a machine you started there)")
+        raise UserError(f"--infra {value}: rgt has no {cloud} platform (the nearest rgt "
+                        f"profile is {nearest}); `--infra box` runs the task on {where.box} "
+                        f"({where.platform}), the box you name")
+    rest = [p for p in parts[1:] if p not in ("", "*")]
+    if named == "box" and rest:
+        raise UserError(f"--infra {value}: `box` takes nothing after it (the box is the one "
+                        "you name)")
+    said = ""
+    if cloud in _CLUSTER_PART and rest:
+        said = (f" ({_CLUSTER_PART[cloud]} {'/'.join(parts[1:])!r}: the box's own "
+                f"{_CLUSTER_PART[cloud]} is the one it runs on)")
+        return cloud, cloud, said
+    if len(rest) > 1 or (len(parts) > 2 and parts[2] not in ("", "*")):
+        raise UserError(f"--infra {value}: a zone has no rgt equivalent (rgt places a job by "
+                        "region at most); give CLOUD/REGION")
+    if rest and cloud in ("*", "ssh", "slurm", "kubernetes"):
+        raise UserError(f"--infra {value}: a region means nothing on {where.box} "
+                        f"({where.platform}); give --infra box")
+    return (f"{cloud}/{rest[0]}" if rest else cloud), cloud, said
+
+
+def _accelerated(resources: dict[str, Any]) -> bool:
+    candidates = [c for key in ("any_of", "ordered") for c in resources.get(key) or []
+                  if isinstance(c, dict)]
+    return any("accelerators" in r or "gpus" in r for r in [resources, *candidates])
+
+
+def _dropped(resources: dict[str, Any], text: str) -> str:
+    """`--instance-type none`: the note on what the GPU request is once the type is gone; a
+    UserError where it cannot be told (a type rgt cannot read, and no accelerators)."""
+    head = f"--instance-type none drops the task's resources.instance_type {text!r}"
+    if _accelerated(resources):
+        return f"{head}; the GPU request is the task's accelerators"
+    try:
+        held, _ = instance_type(text, None)
+    except UserError:
+        raise UserError(f"{head}, and the task names no accelerators: the GPUs it asks for "
+                        f"cannot be told without it; add what {text} holds to the file "
+                        "(`resources.accelerators: NAME:COUNT`), or remove both if it needs "
+                        "no GPU") from None
+    if "gpu" in held:
+        resources["accelerators"] = held["gpu"]
+    return f"{head}; the GPUs it held, {held.get('gpu', 'none')}, are the request"
+
+
+def _foreign_type(text: str, where: Overrides, target: str, resources: dict[str, Any]) -> str:
+    """SkyPilot refuses an instance type the new infra lacks ("Invalid instance type … for
+    cloud …"); so does rgt, naming the override that drops it."""
+    mine = cloud_of(text)
+    what = f"{article(mine)} {mine} instance type" if mine else \
+        "an instance type of no platform rgt has"
+    then = ("its GPUs then come from the task's accelerators" if _accelerated(resources)
+            else "the task names no accelerators: unless rgt reads what the type holds, add "
+                 "them to the file (`resources.accelerators: NAME:COUNT`)")
+    return (f"resources.instance_type {text!r} is {what}, which {where.box} "
+            f"({where.platform}) does not have (SkyPilot refuses it under --infra too): add "
+            f"`--instance-type none` to drop it; {then}")
 
 
 # -- config ------------------------------------------------------------------------------------

@@ -61,9 +61,11 @@ def is_pipeline(path: Path) -> bool:
     return len(docs) > 1 and all(isinstance(d, dict) for d in docs)
 
 
-def load_pipeline(path: Path, *, cwd: Path | None = None) -> Pipeline:
+def load_pipeline(path: Path, *, cwd: Path | None = None,
+                  overrides: Any = None) -> Pipeline:
     """The stages of the pipeline in `path`, each a validated JobSpec; a UserError naming the
-    stage and field that has no rgt meaning, or a job group as what it is."""
+    stage and field that has no rgt meaning, or a job group as what it is. `overrides`:
+    the command line's --infra / --instance-type (rgt.skycloud), taken by every stage."""
     from rgt.spec import JobSpec, _explain  # the one-task reader's checks, word for word
 
     docs = documents(path)
@@ -94,7 +96,8 @@ def load_pipeline(path: Path, *, cwd: Path | None = None) -> Pipeline:
                             "checkpoint home per job name, so each stage needs its own")
         taken.add(str(task["name"]))
         try:
-            data, said = skytask.to_spec(task, default_name=str(task["name"]), cwd=cwd)
+            data, said = skytask.to_spec(task, default_name=str(task["name"]), cwd=cwd,
+                                         overrides=overrides)
             spec = JobSpec.model_validate(data)
         except UserError as err:
             raise UserError(f"{path}: {where}: {err}") from None

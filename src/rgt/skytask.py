@@ -47,7 +47,9 @@ So a SkyPilot user runs `rgt run BOX task.yaml` on the file they have. What maps
                                          runpod, lambda, vast, '*'): the box's profile runs it,
                                          a region maps to resources.region; a cloud rgt has no
                                          platform for (aws, gcp, azure …) is refused, naming
-                                         the rgt profile nearest to it
+                                         the rgt profile nearest to it and `--infra box`
+    --infra / --instance-type            the command line's overrides, as `sky launch --infra`
+                                         and `-t` override the file (rgt.skycloud)
     resources.ports, disk_tier,          noted, not refused: the job runs the same; rgt opens
       network_tier, labels, autostop,    no port (`rgt ssh BOX --port N` reaches one), takes
       job_recovery                       the box's disk and network as they are, restarts
@@ -155,11 +157,12 @@ def several_documents(docs: list[Any]) -> str:
             "verb takes one task: put it in a file of its own")
 
 
-def to_spec(data: dict[str, Any], *, default_name: str,
-            cwd: Path | None = None) -> tuple[dict[str, Any], list[str]]:
+def to_spec(data: dict[str, Any], *, default_name: str, cwd: Path | None = None,
+            overrides: skycloud.Overrides | None = None
+            ) -> tuple[dict[str, Any], list[str]]:
     """The rgt spec (as data for JobSpec) a SkyPilot task asks for, and notes for the user
     about what rgt takes as it is; a UserError naming the first field that has no rgt
-    meaning."""
+    meaning. `overrides`: the command line's --infra / --instance-type (rgt.skycloud)."""
     cwd = cwd or Path.cwd()
     refusal = what_it_is(data)
     if refusal:
@@ -200,8 +203,10 @@ def to_spec(data: dict[str, Any], *, default_name: str,
     spec["setup"] = "\n".join([*clone, *taskfiles.copy_lines(copies, pushed, "file_mounts",
                                                               relative_to=SKY_WORKDIR),
                                *bucket_lines, setup])
-    resources, notes = _resources(data.get("resources") or {})
-    notes = [*config_notes, *mount_notes, *notes]
+    given, overridden = (skycloud.override(data.get("resources") or {}, overrides)
+                         if overrides else (data.get("resources") or {}, []))
+    resources, notes = _resources(given)
+    notes = [*overridden, *config_notes, *mount_notes, *notes]
     if data.get("num_nodes") is not None:
         resources["nodes"] = _count(data["num_nodes"], "num_nodes")
     spec["resources"] = resources
@@ -374,7 +379,8 @@ def _resources(given: Any) -> tuple[dict[str, Any], list[str]]:
     if image is not None:
         if not isinstance(image, str) or not image.startswith("docker:"):
             raise UserError(f"resources.image_id {image!r}: rgt maps container images only "
-                            "(docker:IMAGE); a cloud's machine image has no rgt equivalent")
+                            "(docker:IMAGE); a cloud's machine image has no rgt equivalent: "
+                            "remove it to run in the image the box has")
         out["image"] = image.removeprefix("docker:")
     if region:
         out["region"] = region
@@ -393,8 +399,8 @@ def _placement(given: dict[str, Any], field: str) -> str | None:
     if parts[0] not in RGT_INFRA:
         nearest = NEAREST.get(parts[0], "generic-ssh (a machine you started there)")
         raise UserError(f"{field}.{where} {infra!r}: rgt has no {parts[0]} platform; the "
-                        f"nearest rgt profile is {nearest}; remove `{where}` to run on the box "
-                        "you give `rgt run`")
+                        f"nearest rgt profile is {nearest}; to run it on the box you name, add "
+                        "`--infra box` (SkyPilot's override of a task's infra)")
     # kubernetes/CONTEXT, ssh/POOL and slurm/CLUSTER name a cluster, not a region
     if parts[0] in ("kubernetes", "k8s", "ssh", "slurm") or len(parts) < 2:
         return None

@@ -245,8 +245,9 @@ def _require_names(names, message: str) -> None:
         raise ValueError(f"{message}: {bad}")
 
 
-def load_spec(path: Path) -> JobSpec:
-    """Read and validate a job spec; the workdir is resolved relative to the file."""
+def load_spec(path: Path, *, overrides: Any = None) -> JobSpec:
+    """Read and validate a job spec; the workdir is resolved relative to the file. `overrides`:
+    the command line's --infra / --instance-type for a SkyPilot task (rgt.skycloud)."""
     try:
         documents = [d for d in yaml12.load_all(path.read_text(encoding="utf-8"))
                      if d is not None]
@@ -270,10 +271,15 @@ def load_spec(path: Path) -> JobSpec:
     # a SkyPilot or dstack task file, read as that tool reads it (rgt.skytask, rgt.dstacktask)
     dialect = dstacktask if dstacktask.is_dstack(data) else \
         skytask if skytask.is_skypilot(data) else None
+    if overrides is not None and dialect is not skytask:  # said, not refused: nothing to do
+        what = "a dstack task" if dialect is dstacktask else "an rgt spec"
+        print(f"note: {path.name}: --infra and --instance-type override a SkyPilot task's "
+              f"placement; {what} runs on the box you name as it is", file=sys.stderr)
     if dialect is not None:
         try:
             data, notes = (dstacktask.to_spec(data, path=path) if dialect is dstacktask else
-                           skytask.to_spec(data, default_name=path.stem))
+                           skytask.to_spec(data, default_name=path.stem,
+                                                           overrides=overrides))
         except UserError as err:
             text = str(err)
             raise UserError(f"{path} {text}" if text.startswith("is ") else

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.panel import Panel
 
+from rgt import skycloud
 from rgt.boxfacts import facts
 from rgt.cli import app
 from rgt.cli import cloud_cmd as cloud
@@ -44,6 +45,16 @@ BoxArg = Annotated[str, typer.Argument(help="The box's name, as given to `rgt up
 StreamsOpt = Annotated[str | None, typer.Option(
     "--streams", metavar="N", help="Parallel connections for the transfer, 1-64 (default: "
                                    "chosen from the link's round trip and rate; RGT_STREAMS).")]
+InfraOpt = Annotated[str | None, typer.Option(
+    "--infra", metavar="INFRA",
+    help="A SkyPilot task's infra, overridden as `sky launch --infra` overrides it: `box` (or "
+         "'*') runs it on the box named whatever cloud its file pins; k8s, ssh, slurm, "
+         "runpod[/REGION], lambda or vast where that is the box's platform. A note says what "
+         "it replaced.")]
+InstanceTypeOpt = Annotated[str | None, typer.Option(
+    "--instance-type", metavar="NAME|none",
+    help="A SkyPilot task's resources.instance_type, overridden (SkyPilot's -t): `none` drops "
+         "it, and the GPU request is the task's accelerators.")]
 RunArg = Annotated[str | None, typer.Argument(
     help="Run id, or a unique start or end of it (7d92), or @last / @-1 (the one before); "
          "default: the newest run.")]
@@ -177,6 +188,8 @@ def run_cmd(
                        "(it outlives the terminal) pulls and verifies every run, then runs "
                        "`rgt down`'s checks and teardown. This flag is your confirmation; a run "
                        "that fails, or a pull that does not verify, keeps the box up.")] = False,
+    infra: InfraOpt = None,
+    instance_type: InstanceTypeOpt = None,
 ) -> None:
     """Push the workdir, send secrets on stdin, start the job detached, and follow its log.
 
@@ -191,13 +204,16 @@ def run_cmd(
     store = Store()
     from rgt.cli import pipeline_run  # a SkyPilot pipeline: its stages as chained jobs
 
+    overrides = skycloud.overrides(infra, instance_type, f"box {name}",
+                                   store.box(name).profile) \
+        if infra is not None or instance_type is not None else None
     chain = pipeline_run.pipeline_file(job or [], "--" in sys.argv[1:])
     if chain is not None:
         return pipeline_run.run_pipeline(store, name, chain, after=after, dry_run=dry_run,
                                          fresh=fresh, streams=fixed, down=down_after,
                                          skip_resource_check=skip_resource_check,
-                                         outputs=output or [])
-    spec = _job_spec(name, job or [], output or [])
+                                         outputs=output or [], overrides=overrides)
+    spec = _job_spec(name, job or [], output or [], overrides)
     if down_after and not dry_run:  # refused before anything is pushed, not after the run
         from rgt.lifecycle import autodown
 
@@ -246,10 +262,13 @@ def _arm_down(store: Store, name: str, run_id: str) -> None:
                   f"shows it, log {escape(str(autodown.log_path(name)))}")
 
 
-def _job_spec(box: str, words: list[str], outputs: list[str]):
+def _job_spec(box: str, words: list[str], outputs: list[str], overrides=None):
     """The spec file named, or the inline job of `rgt run BOX -- CMD …`: a command only after
     a `--`, so that a mistyped spec name is never run on the box as a command."""
     if "--" in sys.argv[1:] and words:
+        if overrides is not None:
+            raise UserError("--infra and --instance-type override a SkyPilot task file's "
+                            "placement; a command after -- runs on the box you name as it is")
         from rgt.lifecycle.inline_job import inline_spec
 
         spec = inline_spec(words, outputs=outputs)
@@ -264,7 +283,7 @@ def _job_spec(box: str, words: list[str], outputs: list[str]):
     if len(words) != 1:
         raise UserError(f"give the job: `rgt run {box} JOB.yaml`, or a command after --: "
                         f"`rgt run {box} -- python train.py`")
-    return load_spec(Path(words[0]))
+    return load_spec(Path(words[0]), overrides=overrides)
 
 
 @app.command("render")
@@ -289,6 +308,8 @@ def render_cmd(
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Write it to this file instead of stdout (Colab: the notebook "
                                "to open, train.ipynb).")] = None,
+    infra: InfraOpt = None,
+    instance_type: InstanceTypeOpt = None,
 ) -> None:
     """Print what a platform would submit for a job, without any box or cluster.
 
@@ -298,8 +319,9 @@ def render_cmd(
     flags are defaults the spec's own `resources` override, as on a box `rgt up` made.
     """
     resources, _ = cloud.up_request(gpu=gpu, cpus=cpus, mem=mem, nodes=nodes, time=time_)
-    text = render_mod.render(load_spec(spec_file), profile, data_dir=data_dir,
-                             durable_dir=durable_dir, resources=resources,
+    overrides = skycloud.overrides(infra, instance_type, f"profile {profile}", profile)
+    text = render_mod.render(load_spec(spec_file, overrides=overrides), profile,
+                             data_dir=data_dir, durable_dir=durable_dir, resources=resources,
                              options={"image": image} if image else None)
     if output is None:
         print(text, end="")

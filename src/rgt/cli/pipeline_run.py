@@ -24,7 +24,7 @@ def pipeline_file(words: list[str], inline: bool) -> Path | None:
 
 def run_pipeline(store: Store, name: str, path: Path, *, after: str | None, dry_run: bool,
                  fresh: bool, streams: int, skip_resource_check: bool, down: bool,
-                 outputs: list[str]) -> None:
+                 outputs: list[str], overrides=None) -> None:
     if outputs:
         raise UserError("--output is for `rgt run BOX -- CMD`; a pipeline's tasks name theirs "
                         "in their own file_mounts or buckets")
@@ -32,7 +32,7 @@ def run_pipeline(store: Store, name: str, path: Path, *, after: str | None, dry_
         raise UserError(f"--down is not armed for a pipeline: a stage that fails leaves the "
                         f"later ones waiting; once the last stage ended and its results are "
                         f"pulled, `rgt down {name}`")
-    pipeline = load_pipeline(path)
+    pipeline = load_pipeline(path, overrides=overrides)
     if dry_run:
         print(pipeline_mod.dry_run(store, name, pipeline, path, after=after,
                                    skip_resource_check=skip_resource_check), end="")
