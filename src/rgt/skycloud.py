@@ -296,7 +296,7 @@ def _infra(where: Overrides) -> tuple[str, str, str]:
         raise UserError(f"--infra {value}: `box` takes nothing after it (the box is the one "
                         "you name)")
     said = ""
-    if cloud in _CLUSTER_PART and rest:
+    if cloud in _CLUSTER_PART and rest and named not in ("box", "*"):
         said = (f" ({_CLUSTER_PART[cloud]} {'/'.join(parts[1:])!r}: the box's own "
                 f"{_CLUSTER_PART[cloud]} is the one it runs on)")
         return cloud, cloud, said
