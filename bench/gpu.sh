@@ -2,6 +2,7 @@
 # rgt on a GPU machine, in one run of under 8 minutes, every figure into one file.
 #
 #     bench/gpu.sh [FIGURES_FILE]          (default: $OUT/gpu-figures.txt, else ./gpu-figures.txt)
+#     GPU_CKPT_GB=8 bench/gpu.sh           (the checkpointed state's size; 0 skips step 5)
 #
 # The machine is treated as a rented GPU box reached as rgt's `local` box:
 #   1. the machine: nvidia-smi, torch and CUDA as the image has them;
@@ -126,7 +127,9 @@ step down 120 rgt down gpu --yes
 cd "$repo" || exit 1
 
 section "rgt.ckpt on GPU-resident state (${GPU_CKPT_GB} GB)"
-if [ "$gpu" = 1 ]; then
+if [ "$GPU_CKPT_GB" = 0 ]; then
+    say "skipped: GPU_CKPT_GB=0"
+elif [ "$gpu" = 1 ]; then
     step "gpu_ckpt" 290 "$py" bench/gpu_ckpt.py --size-gb "$GPU_CKPT_GB" --repeat 3 --budget-s 170 \
         --dir "$work" --json "$(dirname "$figures")/gpu-ckpt.json"
 else
