@@ -13,8 +13,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from rgt import skycloud
 from rgt.cli import app
 from rgt.cli.console import console, duration, escape, print_json
+from rgt.cli.lifecycle_cmd import InfraOpt, InstanceTypeOpt
 from rgt.errors import UserError
 from rgt.lifecycle import audit as audit_mod
 from rgt.spec import load_spec
@@ -28,6 +30,7 @@ def audit(name: Annotated[str, typer.Argument(help="The box's name, as given to 
                             "CUDA) instead of the box's own.")] = None,
           as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout "
                                                               "(README: JSON output).")] = False,
+          infra: InfraOpt = None, instance_type: InstanceTypeOpt = None,
           ) -> None:
     """Measure the box (disks, inodes, memory, GPUs, Python/torch, tools) and judge it."""
     store = Store()
@@ -36,7 +39,11 @@ def audit(name: Annotated[str, typer.Argument(help="The box's name, as given to 
         ago = f" {duration(time.time() - box.down_at)} ago" if box.down_at else ""
         raise UserError(f"box {name!r} is down (torn down{ago}): there is nothing to audit; "
                         f"`rgt up {name} ...` registers a box under that name again")
-    report = audit_mod.audit(store, name, load_spec(job) if job else None)
+    overrides = skycloud.overrides(infra, instance_type, f"box {name}", box.profile)
+    if overrides is not None and job is None:
+        raise UserError("--infra and --instance-type go with --job (they override the "
+                        "SkyPilot task's placement)")
+    report = audit_mod.audit(store, name, load_spec(job, overrides=overrides) if job else None)
     if as_json:
         print_json("audit", box=name, audit=report)
         if any(v.get("level") == "fail" for v in report.get("verdicts") or []):

@@ -49,8 +49,8 @@ InfraOpt = Annotated[str | None, typer.Option(
     "--infra", metavar="INFRA",
     help="A SkyPilot task's infra, overridden as `sky launch --infra` overrides it: `box` (or "
          "'*') runs it on the box named whatever cloud its file pins; k8s, ssh, slurm, "
-         "runpod[/REGION], lambda or vast where that is the box's platform. A note says what "
-         "it replaced.")]
+         "runpod or runpod/REGION, lambda or vast where that is the box's platform. A note "
+         "says what it replaced.")]
 InstanceTypeOpt = Annotated[str | None, typer.Option(
     "--instance-type", metavar="NAME|none",
     help="A SkyPilot task's resources.instance_type, overridden (SkyPilot's -t): `none` drops "
@@ -135,11 +135,13 @@ def up(
 
 @app.command()
 def smoke(spec_file: Annotated[Path, typer.Argument(help="The job spec (YAML).")],
-          timeout: Annotated[float | None, typer.Option(help="Seconds.")] = None) -> None:
+          timeout: Annotated[float | None, typer.Option(help="Seconds.")] = None,
+          infra: InfraOpt = None, instance_type: InstanceTypeOpt = None) -> None:
     """Run the job's smoke command here on the CPU before renting (fails on traceback)."""
     if timeout is not None and not 0 < timeout < math.inf:
         raise UserError(f"--timeout must be a number of seconds above 0, not {timeout}")
-    spec = load_spec(spec_file)
+    spec = load_spec(spec_file, overrides=skycloud.overrides(
+        infra, instance_type, "this machine", "local"))  # smoke runs here
     result = smoke_mod.smoke(spec, timeout)
     tail = "\n".join(result.output.strip().splitlines()[-15:])
     if tail:
