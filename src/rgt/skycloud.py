@@ -281,6 +281,9 @@ def _infra(where: Overrides) -> tuple[str, str, str]:
     value = str(where.infra).strip()
     parts = value.split("/")
     named = parts[0].lower()
+    if not named:
+        raise UserError(f"--infra {value!r}: give `box` (the box you name), or its platform "
+                        "in SkyPilot's words (k8s, ssh, slurm, runpod, lambda, vast)")
     cloud = where.own if named in ("box", "*") else _CANONICAL.get(named, named)
     if named not in ("box", "*") and cloud != where.own:
         if cloud in ("kubernetes", "slurm", "ssh", "runpod", "lambda", "vast"):
