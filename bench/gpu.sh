@@ -58,7 +58,7 @@ if ! "$py" -c 'import rgt, pydantic, platformdirs, typer, yaml, httpx' 2>&1 | ta
     exit 1
 fi
 command -v rgt >/dev/null || { say "no rgt command on PATH after the install"; exit 1; }
-say "python $("$py" -c 'import sys; print(sys.version.split()[0])') at $py; rgt $(rgt --version)"
+say "python $("$py" -c "import sys; print(sys.version.split()[0])") at $py; $(rgt --version)"
 
 section "the machine"
 if command -v nvidia-smi >/dev/null; then

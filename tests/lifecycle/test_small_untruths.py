@@ -89,3 +89,18 @@ def test_a_rendered_notebook_carries_what_a_push_carries(cli, tmp_path):
     out = tmp_path / "train.ipynb"
     cli.ok("render", str(work / "job.yaml"), "--profile", "colab", "-o", str(out))
     assert bundled(out) == {".rgtignore", "job.yaml", "train.py"}
+
+
+def test_a_fast_finish_is_suspicious_only_when_the_loop_did_not_run():
+    """On an H200 the bundled example's 400 steps end in 14 s and were called "suspiciously
+    fast for training": a log of 400 steps is no empty dataset or skipped loop."""
+    from rgt.lifecycle.watch import warnings
+
+    def said(**summary) -> bool:
+        base = {"status": "succeeded", "duration": 14.0, "disks": {}, "training": {}}
+        return any("suspiciously fast" in n for n in warnings({**base, **summary}))
+    assert said()  # no step seen: as suspicious as ever
+    assert said(training={"step": 3})  # a loop that stopped at once
+    assert not said(training={"step": 400})
+    assert not said(training={"step": 3}, resumed=True)
+    assert not said(training={}, duration=600.0)

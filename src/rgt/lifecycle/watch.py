@@ -38,7 +38,8 @@ EXIT_CANCELLED = 7  # ended by `rgt cancel` (or a teardown that gave it up)
 # The summary `rgt watch` saw of an ended run, kept in the store: a later watch shows it
 # without asking the box, and `top` shows the run's last progress from it (cli/watch_cmd.py)
 ENDED_EVENT = "watch-ended"
-FAST_FINISH_S = 60  # a training job that ends this fast usually crashed or read no data
+FAST_FINISH_S = 60  # a training job that ends this fast usually crashed or read no data...
+FAST_FINISH_STEPS = 50  # ...unless its log showed this many steps: that loop did run
 PROBE_SAMPLE_S = 30  # at most one stored disk/step sample per this many seconds
 RESUME_GRACE_S = 180  # how long a paused run may read "resuming" before it is called vanished
 
@@ -119,8 +120,10 @@ def refresh(store: Store, box: Box, run: Run, transport: Transport | None = None
 
 def warnings(summary: dict[str, Any]) -> list[str]:
     notes = list(summary.get("probe_warnings") or [])
+    step = (summary.get("training") or {}).get("step")
+    trained = isinstance(step, int | float) and step >= FAST_FINISH_STEPS  # a GPU is quick
     if summary["status"] == "succeeded" and (summary["duration"] or 1e9) < FAST_FINISH_S \
-            and not summary.get("resumed"):  # an attempt that resumed had less left to do
+            and not summary.get("resumed") and not trained:  # a resumed one had less to do
         notes.append(f"finished in {summary['duration']:.0f} s — suspiciously fast for "
                      "training; check the log for an empty dataset or a skipped loop")
     age = summary.get("heartbeat_age")
