@@ -109,7 +109,7 @@ def _flag_type(self: TyperOption, ctx: Any) -> str | None:
     return None if self.is_bool_flag else _TYPED(self, ctx)
 
 
-# Typer names the hook display_type_rich since 0.24; older ones print the `<bool>` as they do
+# Typer has the hook display_type_rich from 0.29; older ones print the `<bool>` as they do
 _TYPED = getattr(TyperOption, "display_type_rich", None)
 if _TYPED is not None:
     TyperOption.display_type_rich = _flag_type  # every verb's help, and --help/--version
