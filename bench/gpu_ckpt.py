@@ -10,8 +10,9 @@ the benchmark itself). One run measures, each a median of --repeat:
 * raw disk: --size-gb written from host memory in 64 MiB writes, then fsync: the ceiling;
 * sync saves: torch.save + fsync, rgt `save` (atomic: temp file, hash, fsync, rename), DCP save;
 * async saves: the stall (until the call returns to the training loop) and the time until the
-  checkpoint is on disk, for rgt `save_async` and DCP `async_save`; for rgt also until its copy
-  on a durable mirror (a `file://` folder) was read back and hashed;
+  checkpoint is on disk, for rgt `save_async` and DCP `async_save`; rgt again with a durable
+  mirror (a `file://` folder): until the copy there was read back and hashed;
+* rgt `save` by a Checkpointer that `save_async` used: it stages through the kept buffers;
 * training stall: a GPU training loop (bf16 matrix products) runs through each async save; the
   stall is the loop's extra wall time over the same number of steps without a save, so it
   counts the snapshot and any slowdown of the steps while the write goes on;
@@ -222,17 +223,33 @@ def main() -> int:
 
         def rgt_async() -> None:
             settle()
-            t0 = time.perf_counter()
             stall, training = trainer.through(
                 lambda: ck_async.save_async(state, step), lambda fut: fut.done())
             rec = ck_async.wait()
             record("rgt save_async: call returns", stall)
             record("rgt save_async: training stall", training)
             record("rgt save_async: on disk", rec.write_s + stall)
-            record("rgt save_async: durable (mirror read back)", time.perf_counter() - t0)
+        attempt("rgt save_async", rgt_async)
+
+        def rgt_staged_save() -> None:  # a sync save by a Checkpointer that save_async used
+            settle()
+            t = time.perf_counter()
+            ck_async.save(state, 1000 + step)
+            record("rgt save (sync, after a save_async)", time.perf_counter() - t)
+            ck_async.wait()
+        attempt("rgt save (sync, after a save_async)", rgt_staged_save)
+
+        def rgt_mirrored() -> None:
+            settle()
+            t0 = time.perf_counter()
+            stall, training = trainer.through(
+                lambda: ck_mirror.save_async(state, step), lambda fut: fut.done())
+            rec = ck_mirror.wait()
+            record("rgt save_async + mirror: training stall", training)
+            record("rgt save_async + mirror: durable (read back)", time.perf_counter() - t0)
             if not rec.durable:
                 raise AssertionError(f"mirror not confirmed: {rec.durable_error}")
-        attempt("rgt save_async", rgt_async)
+        attempt("rgt save_async + mirror", rgt_mirrored)
 
         def dcp_async() -> None:
             settle()
@@ -282,8 +299,9 @@ def main() -> int:
             shutil.rmtree(d, ignore_errors=True)
 
     ck = Checkpointer(root / "rgt", keep_last=1, keep_best=0)
-    ck_async = Checkpointer(root / "rgt-async", keep_last=1, keep_best=0,
-                            durable=(root / "mirror").as_uri())
+    ck_async = Checkpointer(root / "rgt-async", keep_last=1, keep_best=0)
+    ck_mirror = Checkpointer(root / "rgt-mirrored", keep_last=1, keep_best=0,
+                             durable=(root / "mirror").as_uri())
     try:
         t_bench = time.perf_counter()
         for rep in range(args.repeat):
@@ -295,7 +313,7 @@ def main() -> int:
             one_repeat(rep)
             print(f"gpu_ckpt: rep {rep + 1}/{args.repeat} done", file=sys.stderr, flush=True)
     finally:
-        for c in (ck, ck_async):
+        for c in (ck, ck_async, ck_mirror):
             with contextlib.suppress(Exception):
                 c.close()
         shutil.rmtree(root, ignore_errors=True)

@@ -46,7 +46,8 @@ def test_gpu_checkpoint_bench_runs_every_method(tmp_path):
     assert figures["errors"] == {}
     for method in ("raw disk write + fsync", "torch.save + fsync", "rgt save (atomic, sync)",
                    "DCP save", "rgt save_async: training stall", "DCP async_save: on disk",
-                   "rgt save_async: durable (mirror read back)", "torch.load onto the device",
+                   "rgt save_async + mirror: durable (read back)",
+                   "rgt save (sync, after a save_async)", "torch.load onto the device",
                    "rgt load_latest onto the device (crc32)", "DCP load into device tensors"):
         assert len(figures["runs_s"][method]) == 1, method
     assert figures["bytes"] == 0.07 * (1 << 30) // 4 * 4

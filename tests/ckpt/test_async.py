@@ -102,3 +102,28 @@ def test_space_refusal_is_immediate(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     with pytest.raises(CheckpointSpaceError, match="needs"):
         ck.save_async({"w": torch.ones(10_000)}, 1)
     assert ck.wait() is None and ck.list() == []
+
+
+@pytest.mark.parametrize("device", [
+    "cpu", pytest.param("cuda", marks=[pytest.mark.may_skip, pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="no CUDA GPU: the staged path needs one")])])
+def test_a_sync_save_after_save_async_writes_the_live_state(tmp_path: Path, device: str) -> None:
+    """A sync save by a Checkpointer that save_async used stages GPU tensors through the kept
+    pinned buffers (measured on an H200: pageable copies ran at ~1 GB/s, pinned ones at ~55):
+    what it writes must be the state as it is now, not the buffers' earlier snapshot, and a
+    CPU state is written as it is (staging it would be a copy for nothing)."""
+    from rgt.ckpt._stage import holds_cuda
+
+    ck = Checkpointer(tmp_path, keep_last=5)
+    w = torch.zeros(300_000, device=device)
+    state = {"layers": [{"w": w}], "step": (0,)}
+    assert holds_cuda(state) is (device == "cuda")
+    ck.save_async(state, 1)
+    w.add_(7)
+    state["step"] = (2,)
+    ck.save(state, 2)
+    ck.close()
+    back = torch.load(tmp_path / f"ckpt-{2:010d}.pt")
+    assert torch.equal(back["layers"][0]["w"], torch.full((300_000,), 7.0)) and back["step"] == (2,)
+    first = torch.load(tmp_path / f"ckpt-{1:010d}.pt")
+    assert torch.equal(first["layers"][0]["w"], torch.zeros(300_000))

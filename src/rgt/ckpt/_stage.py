@@ -18,6 +18,24 @@ from typing import Any
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range, frozenset)
 
 
+def holds_cuda(state: Any) -> bool:
+    """True when STATE (dicts, lists and tuples of it) holds a tensor in GPU memory."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    seen: set[int] = set()
+    todo = [state]
+    while todo:
+        obj = todo.pop()
+        if isinstance(obj, torch.Tensor):
+            if obj.device.type == "cuda":
+                return True
+        elif isinstance(obj, (dict, list, tuple)) and id(obj) not in seen:
+            seen.add(id(obj))
+            todo.extend(obj.values() if isinstance(obj, dict) else obj)
+    return False
+
+
 class Stager:
     def __init__(self, cache: bool = True) -> None:
         self.cache = cache

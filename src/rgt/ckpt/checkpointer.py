@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rgt.ckpt import _format, _io
+from rgt.ckpt._stage import holds_cuda
 from rgt.ckpt.errors import CheckpointError, CheckpointNotFoundError, CheckpointSpaceError
 
 if TYPE_CHECKING:
@@ -577,6 +578,12 @@ class Checkpointer:
         """
         t_start = time.perf_counter()
         self._collect()
+        if self._stager is not None and self._stager.cache and holds_cuda(state):
+            # save_async keeps pinned host buffers of this state: a copy into them moves GPU
+            # tensors at ~55 GB/s, where serializing them straight from the GPU copies each
+            # to pageable memory at ~1 GB/s (H200, 4.29 GB: 0.08 s against 3.2-4.6 s). A save
+            # on preemption, inside the signal's grace, gains the most.
+            state = self._stager.stage(state)
         prepared, needed = self._prepare(state, step)
         with self._lock:
             rec = self._write(prepared, needed, step, metric, t_start, defer_prune=True)
