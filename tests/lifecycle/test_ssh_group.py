@@ -210,3 +210,29 @@ def test_a_node_that_stops_answering_fails_the_run_and_stops_the_others(group, t
     for pid in job_pids(servers[1]):  # (what the cut left running on node 1)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_ssh_reaches_each_node_by_its_rank_and_the_head_by_default(group, tmp_path):
+    lan, servers = group
+    cli = Rgt(tmp_path / "rgt-home")
+    cli.ok("up", "grp", "--profile", "generic-ssh", "--ssh", ssh_of(servers[0]),
+           "--ssh", ssh_of(servers[1]), "--data-dir", f"{DISK}/ssh",
+           "--durable-dir", f"{DISK}/ssh-durable")
+    head = cli("ssh", "grp", "--", "hostname")
+    assert (head.returncode, head.stdout) == (0, "node0\n"), head.stderr
+    said = head.stderr.strip().splitlines()
+    assert said == [f"the head, node 0 of 2 ({lan.address(0)}); `rgt ssh grp --node 1` "
+                    "reaches node 1"], said
+    for rank in (1, 0):  # each by its own record: its address, its sshd, its hostname
+        there = cli("ssh", "grp", "--node", str(rank), "--", "hostname")
+        assert (there.returncode, there.stdout) == (0, f"node{rank}\n"), there.stderr
+        assert f"node {rank} of 2 ({lan.address(rank)})" in there.stderr, there.stderr
+    tab = cli(env={"_RGT_COMPLETE": "complete_bash", "COMP_WORDS": "rgt ssh grp --node ",
+                   "COMP_CWORD": "4"})  # what bash's Tab asks (rgt --install-completion)
+    assert tab.stdout.split() == ["0", "1"], tab.stderr
+    cli.ok("up", "here")  # a box of one machine
+    for box, rank, why in (("grp", "5", "box grp has no node 5 (nodes 0-1)"),
+                           ("here", "0", "box here is one machine, not a group: drop --node")):
+        bad = cli("ssh", box, "--node", rank, "--", "hostname")
+        assert bad.returncode == 2 and why in bad.stderr, bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr

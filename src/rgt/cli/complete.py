@@ -1,4 +1,5 @@
-"""Shell completion (`rgt --install-completion`): box names, run ids and profile names.
+"""Shell completion (`rgt --install-completion`): box names, run ids, profile names, and a
+group's node ranks.
 
 A Tab must answer at once and must never change anything, so the answers are read from the
 store's file opened read-only (no backup, no schema check, nothing created when there is no
@@ -49,6 +50,16 @@ def runs(ctx: Any, param: Any, incomplete: str) -> list[str]:
     return runids.suggestions([_Id(row["id"]) for row in rows], incomplete)
 
 
+def nodes(ctx: Any, param: Any, incomplete: str) -> list[str]:
+    """The ranks of the group named earlier on the line (`--node`), head first."""
+    # the option waiting for its value stops the parse, leaving the box's name unparsed
+    box = ctx.params.get("name") or ctx.params.get("box") or (ctx.args or [None])[0]
+    rows = _store_rows("SELECT json_array_length(extra, '$.nodes') AS n FROM boxes "
+                       "WHERE name = ? AND json_valid(extra)", (box,)) if box else []
+    count = rows[0]["n"] if rows and isinstance(rows[0]["n"], int) else 0
+    return [str(rank) for rank in range(min(count, 1000)) if str(rank).startswith(incomplete)]
+
+
 def profiles(ctx: Any, param: Any, incomplete: str) -> list[str]:
     from rgt.profiles.files import profile_files
 
@@ -62,7 +73,8 @@ class _Id:
 
 # By the parameter's name; a verb whose parameter means something else is listed in _NOT.
 _BY_NAME: dict[str, Callable] = {"name": boxes, "box": boxes, "on": boxes, "run_id": runs,
-                                 "run": runs, "after": runs, "profile": profiles}
+                                 "run": runs, "after": runs, "profile": profiles,
+                                 "node": nodes}
 _OWN: dict[tuple[str, str], Callable | None] = {
     ("up", "name"): None, ("rent", "name"): None,  # a new box's name: nothing to offer
     ("profile show", "name"): profiles,

@@ -33,20 +33,25 @@ def ssh_cmd(
         help="ssh's -R [BIND:]PORT:HOST:HOSTPORT, as is; repeatable.")] = None,
     no_shell: Annotated[bool, typer.Option(
         "-N", help="Only the forwards, no shell (Ctrl-C closes them).")] = False,
+    node: Annotated[int | None, typer.Option(
+        help="A group's node, by rank (default: the head, 0); its forwards are that "
+             "node's.")] = None,
 ) -> None:
     """A shell on the box (or CMD), as rgt reaches it: its endpoint, key, jump hosts, ssh config.
 
-    Forwards close with the session. On Slurm: the node of the box's live run, through the
-    login node (else the login node). Exit code: the command's, or ssh's 255.
+    Forwards close with the session. On a group of machines: the head, or --node N. On Slurm:
+    the node of the box's live run, through the login node (else the login node). Exit code:
+    the command's, or ssh's 255.
     """
     from rgt.lifecycle.ssh_session import session
     from rgt.store import Store
 
     tty = bool(command) and sys.stdin.isatty() and sys.stdout.isatty()
     planned = session(Store(), name, command or [], local=local or [], remote=remote or [],
-                      ports=port or [], no_shell=no_shell, tty=tty)
+                      ports=port or [], no_shell=no_shell, tty=tty, node=node)
     for note in planned.notes:
-        err_console.print(f"[dim]{escape(note)}[/]", highlight=False)
+        # one line each, however narrow the terminal: the terminal wraps it, not rich
+        err_console.print(f"[dim]{escape(note)}[/]", highlight=False, soft_wrap=True)
     for url in planned.urls:
         err_console.print(f"open [bold]{escape(url)}[/] (while this session lasts)",
                           highlight=False)

@@ -6,8 +6,10 @@ with the session. `--port N` is `-L N:127.0.0.1:N` with the URL to open said fir
 
 On Slurm the box is the login node; while a run of the box is live in the queue, the session
 goes on to that run's first allocated node (`srun --jobid --overlap`), and `--port` forwards
-to that node. Boxes rgt does not reach over SSH (this machine, Kubernetes, notebooks) are
-refused by name with what to run instead.
+to that node. On a group (several machines, one box) the session is the head's, node 0;
+`--node N` reaches node N by its own record (endpoint, key, jump hosts), as rgt's commands
+reach it, and its forwards are that node's. Boxes rgt does not reach over SSH (this machine,
+Kubernetes, notebooks) are refused by name with what to run instead.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from rgt.errors import UserError
 from rgt.platforms import platform_for
 from rgt.profiles import load_profile
+from rgt.remote import group
 from rgt.store import LIVE, Box, Run, Store
 from rgt.transport import SshTransport
 
@@ -46,8 +49,10 @@ def port_pair(text: str) -> tuple[int, int]:
 
 
 def session(store: Store, box_name: str, command: list[str], *, local: list[str],
-            remote: list[str], ports: list[str], no_shell: bool, tty: bool) -> Session:
-    """The ssh argv for `rgt ssh`; refused by name where the box is not reached over SSH."""
+            remote: list[str], ports: list[str], no_shell: bool, tty: bool,
+            node: int | None = None) -> Session:
+    """The ssh argv for `rgt ssh`; refused by name where the box is not reached over SSH.
+    NODE: a group's node by rank (default: the head, 0), reached as rgt reaches it."""
     box = store.box(box_name)
     if box.state != "up":
         raise UserError(f"box {box.name} is {box.state}: nothing to ssh into (`rgt ls --all`)")
@@ -58,20 +63,31 @@ def session(store: Store, box_name: str, command: list[str], *, local: list[str]
             raise UserError(f"forward {spec!r}: ssh's form is [BIND:]PORT:HOST:HOSTPORT "
                             "(-L 8888:127.0.0.1:8888)")
     pairs = [port_pair(p) for p in ports]
-    transport = _ssh_transport(box)
-    run = _live_run(store, box)
+    members = group.nodes(box)
+    machine, run, label, notes = box, _live_run(store, box), "", []
+    if node is not None:
+        picked = group.pick(members, node, whose=f"box {box.name}",
+                            alone=f"box {box.name} is one machine, not a group")
+        notes.append(f"node {picked.rank} of {len(members)} ({picked.address})")
+        if picked.rank:  # that node's own record: its endpoint, key, jump hosts
+            machine, run, label = picked.box, None, f" (node {picked.rank})"
+    elif members:
+        last = len(members) - 1
+        notes.append(f"the head, node 0 of {len(members)} ({members[0].address}); "
+                     + (f"`rgt ssh {box.name} --node 1` reaches node 1" if last == 1 else
+                        f"`rgt ssh {box.name} --node N` reaches node N (1-{last})"))
+    transport = _ssh_transport(machine)
     job = (run.spec.get("platform_run") or {}) if run else {}
-    node = "127.0.0.1"
+    node_host = "127.0.0.1"
     remote_words = list(command)
-    notes: list[str] = []
     # a scheduler's job runs on a node of its own: the session goes on there
     found = _first_node(transport, str(job["job_id"])) if job.get("job_id") and \
         load_profile(box.profile).facts.jobs_on_other_nodes else None
     if found:
-        node = found
+        node_host = found
         remote_words = _srun_words(str(job["job_id"]), command)
         tty = tty or not command
-        notes.append(f"login node {transport.where}, then run {run.id}'s node {node} "
+        notes.append(f"login node {transport.where}, then run {run.id}'s node {node_host} "
                      f"(Slurm job {job['job_id']}: srun --overlap)")
     elif platform_for(box.profile).per_job_resources:  # a scheduler's login node
         notes.append(f"the login node {transport.where}: no run of {box.name} holds a node "
@@ -80,7 +96,7 @@ def session(store: Store, box_name: str, command: list[str], *, local: list[str]
     if pairs or local or remote:
         argv += ["-o", "ExitOnForwardFailure=yes"]  # a taken port is an error, not a shrug
     for here, there in pairs:
-        argv += ["-L", f"127.0.0.1:{here}:{node}:{there}"]
+        argv += ["-L", f"127.0.0.1:{here}:{node_host}:{there}"]
     for spec in local:
         argv += ["-L", spec]
     for spec in remote:
@@ -94,8 +110,8 @@ def session(store: Store, box_name: str, command: list[str], *, local: list[str]
     argv += ["--", transport.target.host]
     if remote_words and not no_shell:
         argv += remote_words
-    urls = [f"http://127.0.0.1:{here} → port {there} on {box.name}"
-            + (f" ({node})" if node != "127.0.0.1" else "") for here, there in pairs]
+    urls = [f"http://127.0.0.1:{here} → port {there} on {box.name}{label}"
+            + (f" ({node_host})" if node_host != "127.0.0.1" else "") for here, there in pairs]
     return Session(argv=argv, urls=urls, notes=notes)
 
 

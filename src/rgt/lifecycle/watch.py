@@ -340,12 +340,10 @@ def read_log(box: Box, run: Run, lines: int | None = None, cell: int | None = No
     if node is not None:
         count = group.run_nodes(run)
         members = group.nodes(box)[:count] if count > 1 else []
-        if not 0 <= node < len(members):
-            raise UserError(f"run {run.id} has no node {node}" + (
-                f" (nodes 0-{len(members) - 1})" if members else
-                " (it ran on one machine; drop --node)"))
-        box = members[node].box  # that machine, as a one-machine box: its log is its own
-        run = replace(run, remote_dir=group.run_dir(members[node], run.id))
+        picked = group.pick(members, node, whose=f"run {run.id}",
+                            alone=f"run {run.id} ran on one machine")
+        box = picked.box  # that machine, as a one-machine box: its log is its own
+        run = replace(run, remote_dir=group.run_dir(picked, run.id))
     platform = platform_for(box.profile)
     transport = platform.connect(box)
     try:

@@ -86,6 +86,17 @@ def nodes(box: Box) -> list[Node]:
     return out
 
 
+def pick(members: Sequence[Node], rank: int, *, whose: str, alone: str) -> Node:
+    """Node `rank` of `members` (`--node N` of `rgt logs` and `rgt ssh`). Out of range: a
+    one-line refusal naming the ranks there are (`whose` has no node N); no members (one
+    machine): `alone`, and to drop --node."""
+    if not members:
+        raise UserError(f"{alone}: drop --node")
+    if not 0 <= rank < len(members):
+        raise UserError(f"{whose} has no node {rank} (nodes 0-{len(members) - 1})")
+    return members[rank]
+
+
 def spans(box: Box, spec: JobSpec) -> list[Node]:
     """The nodes a run of `spec` uses on `box`: its first resources.nodes ones, head first;
     [] for a run on one machine (a one-machine box, or one node asked of a group)."""
