@@ -141,3 +141,27 @@ def test_audit_verdicts_thresholds():
     }
     report["python"] = {"ran": True, "torch": "2.4.0", "cuda_available": False}
     assert ("fail", "U28/U31") in {(v["level"], v["id"]) for v in audit.verdicts(report)}
+
+
+def test_audit_runs_a_kernel_before_calling_torch_cuda_ok():
+    """torch.cuda.is_available() is True on a GPU whose architecture the torch build lacks
+    (an RTX 5090's sm_120 under a cu124 torch): the first kernel then fails. The audit's word
+    "sees CUDA" was printed on is_available() alone."""
+    base = {"dirs": [], "cgroup": {}, "nproc": 8,
+            "gpus": {"present": True, "devices": [{"name": "RTX 5090"}], "driver": "570"}}
+    sm90 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
+
+    def said(**python) -> set:
+        report = dict(base, python={"ran": True, "torch": "2.5.1", "torch_cuda": "12.4",
+                                    "cuda_available": True, **python})
+        return {(v["level"], v["id"], v["message"]) for v in audit.verdicts(report)}
+    lacking = said(capability="sm_120", arch_list=sm90, kernel_ok=False, kernel_error=(
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device"))
+    assert [m for lvl, i, m in lacking if (lvl, i) == ("fail", "U28/U31")
+            and "no kernels for this GPU's sm_120" in m and "sm_90" in m], lacking
+    assert not [m for lvl, i, m in lacking if (lvl, i) == ("ok", "U28")]
+    busy = said(capability="sm_90", arch_list=sm90, kernel_ok=False, kernel_error=(
+        "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable"))
+    assert {(lvl, i) for lvl, i, _ in busy} >= {("warn", "U11")}
+    ran = said(capability="sm_90", arch_list=sm90, kernel_ok=True)
+    assert ("ok", "U28", "torch 2.5.1 sees CUDA, and a kernel ran on its sm_90") in ran

@@ -317,6 +317,16 @@ try:
     out["torch_cuda"] = torch.version.cuda
     out["cuda_available"] = bool(torch.cuda.is_available())
     out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
+    if out["cuda_available"]:
+        # is_available() only says a driver answered: a torch built without this GPU's
+        # architecture still says True and fails at the first kernel ("no kernel image")
+        out["capability"] = "sm_%d%d" % torch.cuda.get_device_capability(0)
+        out["arch_list"] = list(torch.cuda.get_arch_list())
+        try:
+            out["kernel_ok"] = float((torch.ones(8, device="cuda") * 2).sum().item()) == 16.0
+        except Exception as exc:
+            out["kernel_ok"] = False
+            out["kernel_error"] = ("%s: %s" % (type(exc).__name__, exc)).splitlines()[0][:300]
 except ImportError as exc:
     out["error"] = "torch not importable: %s" % exc
 except Exception as exc:

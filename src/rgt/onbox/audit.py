@@ -303,10 +303,33 @@ def verdicts(report: dict) -> list:
                 f"torch {py.get('torch')} (CUDA {py.get('torch_cuda')}) sees "
                 "no GPU though nvidia-smi does: driver/toolkit/torch-build mismatch",
             )
+        elif py.get("kernel_ok") is False:
+            add(*kernel_verdict(py))
         else:
             sees = "sees CUDA" if py.get("cuda_available") else "has no CUDA here"
+            if py.get("kernel_ok"):
+                sees += f", and a kernel ran on its {py.get('capability')}"
             add("ok", "U28", f"torch {py.get('torch')} {sees}")
     return out
+
+
+def kernel_verdict(py: dict) -> tuple:
+    """(level, id, message) when torch sees the GPU but could not run a kernel on it."""
+    error = py.get("kernel_error") or "the kernel's result was wrong"
+    cap, archs = py.get("capability") or "?", py.get("arch_list") or []
+    lowered = error.lower()
+    if "no kernel image" in lowered or (archs and cap not in archs and not any(
+            a.startswith("compute_") and a[8:].isdigit() and cap[3:].isdigit()
+            and int(a[8:]) <= int(cap[3:]) for a in archs)):
+        return ("fail", "U28/U31", f"torch {py.get('torch')} (CUDA {py.get('torch_cuda')}) "
+                f"has no kernels for this GPU's {cap} (it was built for "
+                f"{' '.join(archs) or 'no GPU architecture'}): install a torch build whose "
+                f"arch list has {cap} ({error})")
+    if "busy or unavailable" in lowered or "out of memory" in lowered:
+        return ("warn", "U11", f"torch sees the GPU but could not run a kernel on it now: "
+                f"{error}. Another process may hold it (a running job, exclusive compute mode)")
+    return ("fail", "U28/U31", f"torch {py.get('torch')} sees the GPU but a kernel failed "
+            f"on its {cap}: {error}")
 
 
 def audit(dirs=(), python=None, hf_cache=None, budget_s=20.0, py_timeout=90.0) -> dict:
