@@ -9,7 +9,7 @@ warm page cache, then times, each in its own child process:
 
 - ``sha256sum``: ``xargs -0 sha256sum`` over the same list of files (what a user would run);
 - rgt: what `rgt pull` does after the transfer — `untrusted.sweep_links` over the tree, then
-  `pull.verify_pulled` streaming the manifest, writing the per-file list to a JSONL file.
+  `pull_verify.verify_pulled` streaming the manifest, writing the per-file list to a JSONL file.
 
 Prints both times, their ratio (target <= 1.5), rgt's peak RSS (target <= 300 MB: the child's
 own VmHWM on Linux, not ru_maxrss, which there includes the forking parent's RSS; ru_maxrss
@@ -43,7 +43,7 @@ def peak_kib():
     except (OSError, StopIteration):
         return None
 
-from rgt.lifecycle.pull import verify_pulled
+from rgt.lifecycle.pull_verify import verify_pulled
 from rgt.lifecycle.untrusted import read_manifest, sweep_links
 root, manifest, files_list = map(Path, sys.argv[1:4])
 started = time.perf_counter()

@@ -94,7 +94,7 @@ def test_a_bad_checkpoints_value_is_one_line_and_exit_2(cli):
 
 
 def test_units_are_grouped_by_name_and_left_out_by_the_real_engine(tmp_path):
-    from rgt.lifecycle.pull import CheckpointPlan, checkpoint_unit
+    from rgt.lifecycle.pull_checkpoints import CheckpointPlan, checkpoint_unit
     from rgt.lifecycle.untrusted import read_manifest
     from rgt.onbox import manifest
     from rgt.transport import LocalTransport

@@ -1,4 +1,4 @@
-"""pull's verification by format (rgt.lifecycle.pull.verify_pulled) over a manifest built by
+"""pull's verification by format (rgt.lifecycle.pull_verify.verify_pulled) over a manifest built by
 the real on-box manifest code."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.lifecycle.pull import verify_pulled
+from rgt.lifecycle.pull_verify import verify_pulled
 from rgt.lifecycle.untrusted import read_manifest
 from rgt.onbox import manifest
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rgt.lifecycle import untrusted
-from rgt.lifecycle.pull import verify_pulled
+from rgt.lifecycle.pull_verify import verify_pulled
 from rgt.lifecycle.untrusted import read_manifest, sweep_links, write_private
 
 SECRET = b"the laptop's private key\n"

@@ -34,6 +34,7 @@ from rgt.lifecycle import pull as pull_mod
 from rgt.lifecycle import render as render_mod
 from rgt.lifecycle import smoke as smoke_mod
 from rgt.lifecycle import watch as watch_mod
+from rgt.lifecycle.pull_checkpoints import checkpoints_flag
 from rgt.platforms import DEFAULT_PROFILE
 from rgt.profiles import load_profile
 from rgt.remote.register import check_dir_flags
@@ -426,7 +427,7 @@ def pull(name: BoxArg, run_id: RunArg = None,
     that is not a checkpoint); older checkpoints on request (--checkpoints all or N).
     """
     fixed = streams_flag(streams)
-    keep = pull_mod.checkpoints_flag(checkpoints)
+    keep = checkpoints_flag(checkpoints)
     if dest is not None and not dest.strip():
         raise UserError("--dest is empty: name a directory to pull into, or leave --dest out "
                         "for ./rgt-results/<box>/<run>")

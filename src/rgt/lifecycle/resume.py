@@ -15,7 +15,8 @@ from pathlib import Path
 from rgt.errors import UserError
 from rgt.lifecycle.boxes import connect
 from rgt.lifecycle.launch import launch, prepare_home
-from rgt.lifecycle.pull import layout_of, manifest_of, verify_pulled
+from rgt.lifecycle.pull_plan import layout_of, manifest_of
+from rgt.lifecycle.pull_verify import verify_pulled
 from rgt.lifecycle.untrusted import sweep_links
 from rgt.lifecycle.watch import refresh
 from rgt.remote.layout import checkpoint_home

@@ -5,7 +5,7 @@ the copy then lives on the laptop, where a sync client, a clean-up script or a f
 change it long after. `rgt verify BOX [RUN]` re-reads the box's manifests kept with the pull's
 evidence (``RGT_HOME/evidence/<box>/<run>/manifests``, which no box can write to), checks they
 are the ones the pull recorded (their digests), and re-hashes and re-loads every file the pull
-verified — the same check as the pull's (`pull.verify_pulled`), on the same set of files
+verified — the same check as the pull's (`pull_verify.verify_pulled`), on the same set of files
 (`PULL_FILES.jsonl`), with the same expectations from the spec. It writes no evidence: a
 failure says to pull again, and `rgt down` goes by the pull's record.
 """
@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
-from rgt.lifecycle.pull import expected_of, verify_pulled
+from rgt.lifecycle.pull_plan import expected_of
+from rgt.lifecycle.pull_verify import verify_pulled
 from rgt.lifecycle.untrusted import Entry, Manifest, evidence_dir, read_manifest, sweep_links
 from rgt.store import Store, rgt_home
 

@@ -16,7 +16,7 @@ place that turns them into values the rest of rgt may use:
   dangling link). They are removed and reported. The sweep only reads links (lstat,
   readlink); it never opens what they point to. Files are then read with `open_inside`,
   which refuses a symlink in the last component and anything but a regular file.
-- **Completeness** is the laptop's call, not the manifest's: `pull.verify_pulled` asks the
+- **Completeness** is the laptop's call, not the manifest's: `pull_verify.verify_pulled` asks the
   spec (declared outputs, checkpoint home) and the run's final state what must be there.
 
 Where rgt writes its own files: never inside a tree the box controls. The evidence
