@@ -47,14 +47,12 @@ import contextlib
 import json
 import os
 import random
-import select
 import shlex
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -64,7 +62,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import hosts  # noqa: E402
-from netlink import TUN_MTU, _open_tun  # noqa: E402
+from netlink import TUN_MTU, DelayLine  # noqa: E402
 
 if TYPE_CHECKING:
     import sshd  # imported in main, after the check that this can run at all (it needs rgt)
@@ -77,25 +75,18 @@ JOB_S = 30
 
 class DelayedLan:
     """A delay of rtt_ms between this namespace and each host of `lan` (one TUN pair per
-    host, one pump thread for all); traffic between hosts keeps the bridge."""
+    host, bench/netlink.py's delay line for all); traffic between hosts keeps the bridge."""
 
     def __init__(self, lan: hosts.Lan, rtt_ms: float) -> None:
         self.lan, self.rtt_ms = lan, rtt_ms
-        self._fds: list[int] = []
-        self._peer: dict[int, int] = {}
-        self._devs: list[str] = []
-        self._stop = threading.Event()
-        self._pump: threading.Thread | None = None
+        self._line = DelayLine(rtt_ms)
 
     def start(self) -> DelayedLan:
         tag = self.lan.bridge[-6:]
         try:
             for i, ns in enumerate(self.lan.namespaces):
                 near, far = f"rgd{tag}{i}a"[:15], f"rgd{tag}{i}b"[:15]
-                a, b = _open_tun(near), _open_tun(far)
-                self._fds += [a, b]
-                self._peer[a], self._peer[b] = b, a
-                self._devs.append(near)
+                self._line.pair(near, far)
                 run(["ip", "link", "set", far, "netns", ns])
                 run(["ip", "link", "set", near, "mtu", str(TUN_MTU), "up"])
                 run(["ip", "-n", ns, "link", "set", far, "mtu", str(TUN_MTU), "up"])
@@ -107,45 +98,11 @@ class DelayedLan:
         except BaseException:
             self.stop()
             raise
-        self._pump = threading.Thread(target=self._delay_line, daemon=True,
-                                      name="bench-delay-line")
-        self._pump.start()
+        self._line.start()
         return self
 
-    def _delay_line(self) -> None:
-        one_way = self.rtt_ms / 2000
-        queues: dict[int, collections.deque[tuple[float, bytes]]] = {
-            fd: collections.deque() for fd in self._fds}
-        while not self._stop.is_set():
-            now = time.monotonic()
-            due = None
-            for src, q in queues.items():
-                while q and q[0][0] <= now:
-                    with contextlib.suppress(OSError):  # ENOBUFS: the packet is lost
-                        os.write(self._peer[src], q.popleft()[1])
-                if q and (due is None or q[0][0] < due):
-                    due = q[0][0]
-            timeout = 0.05 if due is None else max(0.0, due - now)
-            ready, _, _ = select.select(self._fds, [], [], timeout)
-            stamp = time.monotonic() + one_way
-            for fd in ready:
-                for _ in range(256):
-                    try:
-                        packet = os.read(fd, TUN_MTU + 4096)
-                    except (BlockingIOError, InterruptedError):
-                        break
-                    except OSError:
-                        return
-                    queues[fd].append((stamp, packet))
-
     def stop(self) -> None:
-        self._stop.set()
-        if self._pump is not None:
-            self._pump.join(timeout=5)
-        for fd in self._fds:  # closing a TUN removes its device and its routes
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._fds.clear()
+        self._line.stop()  # closing a TUN removes its device and its routes
 
 
 def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess[str]:

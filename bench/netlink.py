@@ -57,6 +57,75 @@ def _open_tun(name: str) -> int:
     return fd
 
 
+class DelayLine:
+    """Pairs of TUN devices joined in this process: every IP packet read from one end of a
+    pair is written to the other end rtt_ms/2 after it arrived. One thread serves all pairs
+    (a link of its own per host, as bench/multinode_start.py has, or just one). The devices
+    are created by `pair` and removed by `stop` (closing a non-persistent TUN removes it and
+    its routes); where each end goes (a namespace, addresses, routes) is the caller's."""
+
+    def __init__(self, rtt_ms: float) -> None:
+        self.one_way_s = rtt_ms / 2000
+        self._peer: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._pump: threading.Thread | None = None
+        self.packets = 0
+
+    def pair(self, near: str, far: str) -> None:
+        """Create TUN devices `near` and `far` (in this namespace) and join them."""
+        a = _open_tun(near)
+        try:
+            b = _open_tun(far)
+        except OSError:
+            os.close(a)
+            raise
+        self._peer[a], self._peer[b] = b, a
+
+    def start(self) -> DelayLine:
+        self._pump = threading.Thread(target=self._run, daemon=True,
+                                      name="rgt-bench-delay-line")
+        self._pump.start()
+        return self
+
+    def _run(self) -> None:
+        """Forward every packet from one TUN to its peer, RTT/2 after it arrived."""
+        fds = list(self._peer)
+        queues: dict[int, collections.deque[tuple[float, bytes]]] = {
+            fd: collections.deque() for fd in fds}
+        while not self._stop.is_set():
+            now = time.monotonic()
+            due = None
+            for src, q in queues.items():
+                while q and q[0][0] <= now:
+                    with contextlib.suppress(OSError):  # e.g. ENOBUFS: the packet is lost
+                        os.write(self._peer[src], q.popleft()[1])
+                if q and (due is None or q[0][0] < due):
+                    due = q[0][0]
+            timeout = 0.05 if due is None else max(0.0, due - now)
+            ready, _, _ = select.select(fds, [], [], timeout)
+            stamp = time.monotonic() + self.one_way_s
+            for fd in ready:
+                for _ in range(256):
+                    try:
+                        packet = os.read(fd, TUN_MTU + 4096)
+                    except (BlockingIOError, InterruptedError):
+                        break
+                    except OSError:
+                        return
+                    queues[fd].append((stamp, packet))
+                    self.packets += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._pump is not None:
+            self._pump.join(timeout=5)
+            self._pump = None
+        for fd in self._peer:  # closing a non-persistent TUN removes its device
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._peer.clear()
+
+
 class SlowLink:
     """This namespace (the user's machine) ←RTT, rate→ a new namespace (the box)."""
 
@@ -69,10 +138,12 @@ class SlowLink:
         self.local_dev, self.remote_dev = f"rgtb{tag}a", f"rgtb{tag}b"
         self.local_ip, self.remote_ip = f"{subnet}.1", f"{subnet}.2"
         self.method: str | None = None
-        self._fds: list[int] = []
-        self._stop = threading.Event()
-        self._pump: threading.Thread | None = None
-        self.packets = 0
+        self._line: DelayLine | None = None
+
+    @property
+    def packets(self) -> int:
+        """Packets that went through the delay line (0 with netem)."""
+        return self._line.packets if self._line is not None else 0
 
     @property
     def netns_exec(self) -> list[str]:
@@ -119,10 +190,8 @@ class SlowLink:
         return True
 
     def _build_tun(self) -> None:
-        a = _open_tun(self.local_dev)
-        self._fds.append(a)
-        b = _open_tun(self.remote_dev)
-        self._fds.append(b)
+        self._line = DelayLine(self.rtt_ms)
+        self._line.pair(self.local_dev, self.remote_dev)
         _ip("link", "set", self.remote_dev, "netns", self.netns)
         _ip("addr", "add", self.local_ip, "peer", self.remote_ip, "dev", self.local_dev)
         _ip("link", "set", self.local_dev, "mtu", str(TUN_MTU), "up")
@@ -141,50 +210,14 @@ class SlowLink:
             if r.returncode != 0:
                 raise RuntimeError(f"tc tbf on {dev}: {r.stderr.strip()}")
         self.method = "tun"
-        self._pump = threading.Thread(target=self._delay_line, args=(a, b), daemon=True,
-                                      name="rgt-bench-delay-line")
-        self._pump.start()
-
-    def _delay_line(self, a: int, b: int) -> None:
-        """Forward every packet from one TUN to the other, RTT/2 after it arrived."""
-        one_way = self.rtt_ms / 2000
-        queues: dict[int, collections.deque[tuple[float, bytes]]] = {
-            a: collections.deque(), b: collections.deque()}
-        other = {a: b, b: a}
-        while not self._stop.is_set():
-            now = time.monotonic()
-            due = None
-            for src, q in queues.items():
-                while q and q[0][0] <= now:
-                    with contextlib.suppress(OSError):  # e.g. ENOBUFS: the packet is lost
-                        os.write(other[src], q.popleft()[1])
-                if q and (due is None or q[0][0] < due):
-                    due = q[0][0]
-            timeout = 0.05 if due is None else max(0.0, due - now)
-            ready, _, _ = select.select([a, b], [], [], timeout)
-            stamp = time.monotonic() + one_way
-            for fd in ready:
-                for _ in range(256):
-                    try:
-                        packet = os.read(fd, TUN_MTU + 4096)
-                    except (BlockingIOError, InterruptedError):
-                        break
-                    except OSError:
-                        return
-                    queues[fd].append((stamp, packet))
-                    self.packets += 1
+        self._line.start()
 
     # -- tearing down -----------------------------------------------------------------------
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._pump is not None:
-            self._pump.join(timeout=5)
-            self._pump = None
-        for fd in self._fds:  # closing a non-persistent TUN removes its device
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._fds.clear()
+        if self._line is not None:
+            self._line.stop()
+            self._line = None
         _sh(["ip", "link", "del", self.local_dev])  # the veth pair, if that was the method
         _sh(["ip", "netns", "del", self.netns])
 
