@@ -6,12 +6,14 @@ uninterrupted run. The transcript is printed (pytest -s shows it; the README quo
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import boxkit
 import torch
 from cli import rgt
 from kubekit import EVERY, STEPS, job_spec, up_cli
@@ -36,14 +38,8 @@ def reference_run(tmp_path: Path) -> dict:
     return torch.load(out / "out" / "final.pt", weights_only=True)
 
 
-def wait_for(predicate, timeout: float = 60, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+# boxkit's, at this file's pace: 60 s at most, a look every 0.05 s
+wait_for = functools.partial(boxkit.wait_for, timeout=60, every=0.05)
 
 
 def same_tensors(a, b) -> bool:

@@ -5,8 +5,9 @@ and a grid run as one Indexed Job with parallelism = max_parallel, pulled cell b
 
 from __future__ import annotations
 
-import time
+import functools
 
+import boxkit
 from cli import rgt
 from kubekit import IMAGE, counter_spec, up
 
@@ -33,14 +34,8 @@ def until_done() -> dict:
                            timeout_s=60)
 
 
-def wait_for(predicate, timeout: float = 30, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+# boxkit's, at this file's pace: 30 s at most, a look every 0.1 s
+wait_for = functools.partial(boxkit.wait_for, timeout=30, every=0.1)
 
 
 def test_pending_for_gpus_names_k8s1(kube, home, tmp_path, monkeypatch):
