@@ -15,6 +15,7 @@ from rich.table import Table
 
 from rgt import skycloud
 from rgt.cli import app
+from rgt.cli.args import BoxArg
 from rgt.cli.console import console, duration, escape, print_json
 from rgt.cli.lifecycle_cmd import InfraOpt, InstanceTypeOpt
 from rgt.errors import UserError
@@ -24,7 +25,7 @@ from rgt.store import Store
 
 
 @app.command()
-def audit(name: Annotated[str, typer.Argument(help="The box's name, as given to `rgt up`.")],
+def audit(name: BoxArg,
           job: Annotated[Path | None, typer.Option(
               "--job", help="The job spec: check the python its `run` starts with (torch, "
                             "CUDA) instead of the box's own.")] = None,

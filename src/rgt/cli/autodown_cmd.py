@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from rgt.cli import app
+from rgt.cli.args import BoxArg
 from rgt.cli.console import console, escape
 from rgt.errors import UserError
 from rgt.lifecycle import autodown
@@ -20,7 +21,7 @@ from rgt.store import Store
 
 @app.command("autostop")
 def autostop(
-    name: Annotated[str, typer.Argument(help="The box's name, as given to `rgt up`.")],
+    name: BoxArg,
     minutes: Annotated[float | None, typer.Argument(
         help="Minutes with no live run before the box goes down; left out: show what is "
              "armed (and restart its watcher if it is not running).")] = None,

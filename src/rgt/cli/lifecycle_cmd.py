@@ -15,6 +15,7 @@ from rgt import skycloud
 from rgt.boxfacts import facts
 from rgt.cli import app
 from rgt.cli import cloud_cmd as cloud
+from rgt.cli.args import BoxArg, RunArg
 from rgt.cli.confirm import typed_name
 from rgt.cli.console import (
     console,
@@ -42,7 +43,6 @@ from rgt.spec import load_spec
 from rgt.store import Store, check_box_name
 from rgt.transport.transfer import streams_flag
 
-BoxArg = Annotated[str, typer.Argument(help="The box's name, as given to `rgt up`.")]
 StreamsOpt = Annotated[str | None, typer.Option(
     "--streams", metavar="N", help="Parallel connections for the transfer, 1-64 (default: "
                                    "chosen from the link's round trip and rate; RGT_STREAMS).")]
@@ -56,9 +56,6 @@ InstanceTypeOpt = Annotated[str | None, typer.Option(
     "--instance-type", metavar="NAME|none",
     help="A SkyPilot task's resources.instance_type, overridden (SkyPilot's -t): `none` drops "
          "it, and the GPU request is the task's accelerators.")]
-RunArg = Annotated[str | None, typer.Argument(
-    help="Run id, or a unique start or end of it (7d92), or @last / @-1 (the one before); "
-         "default: the newest run.")]
 
 
 @app.command()

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from rgt.cli import app
+from rgt.cli.args import BoxArg
 from rgt.cli.console import err_console, escape
 from rgt.errors import UserError
 
@@ -17,7 +18,7 @@ ForwardOpt = Annotated[list[str] | None, typer.Option(metavar="SPEC", show_defau
 
 @app.command("ssh")
 def ssh_cmd(
-    name: Annotated[str, typer.Argument(help="The box's name, as given to `rgt up`.")],
+    name: BoxArg,
     command: Annotated[list[str] | None, typer.Argument(
         metavar="[-- CMD...]", show_default=False,
         help="Run this instead of a shell (its words joined by spaces, as ssh does).")] = None,

@@ -14,6 +14,7 @@ from rich.live import Live
 from rich.text import Text
 
 from rgt.cli import app, termplot
+from rgt.cli.args import BoxArg
 from rgt.cli.console import console, duration, err_console, escape, print_json, safe_text
 from rgt.errors import UserError
 from rgt.lifecycle import top as top_mod
@@ -173,7 +174,7 @@ def _fit(text: Text, width: int) -> Text:
 
 @app.command()
 def plot(
-    name: Annotated[str, typer.Argument(help="The box's name, as given to `rgt up`.")],
+    name: BoxArg,
     run_id: Annotated[str | None, typer.Argument(help="Run id (a unique prefix will do); "
                                                       "default: the newest run.")] = None,
     metric: Annotated[list[str] | None, typer.Option(

@@ -18,16 +18,12 @@ import typer
 from rich.panel import Panel
 
 from rgt.cli import app
+from rgt.cli.args import BoxArg, RunArg
 from rgt.cli.console import console, duration, err_console, escape, print_json, safe_text
 from rgt.errors import UserError
 from rgt.lifecycle import progress
 from rgt.lifecycle import watch as watch_mod
 from rgt.store import LIVE, Box, Run, Store
-
-BoxArg = Annotated[str, typer.Argument(help="The box's name, as given to `rgt up`.")]
-RunArg = Annotated[str | None, typer.Argument(
-    help="Run id, or a unique start or end of it (7d92), or @last / @-1 (the one before); "
-         "default: the newest run.")]
 
 # Ended for good: the runner wrote its last state and nothing on the box relaunches it. Not
 # "vanished"/"preempted" (a restart hook may bring it back) nor "sync-failed" (a later sync).
