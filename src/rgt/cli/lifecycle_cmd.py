@@ -24,10 +24,13 @@ from rgt.cli.console import (
     print_checkpoints,
     print_json,
     print_registered,
-    safe_text,
 )
 from rgt.cli.transfer_bar import transfer_bar
-from rgt.cli.watch_cmd import watch  # `rgt run` follows the log through it
+from rgt.cli.watch_cmd import (  # `rgt run` and `logs -f` follow the log as watch does
+    say_waiting,
+    watch,
+    write_through,
+)
 from rgt.errors import UserError
 from rgt.lifecycle import boxes, launch, save_hints
 from rgt.lifecycle import down as down_mod
@@ -333,15 +336,6 @@ def render_cmd(
     console.print(f"[green]✓[/] wrote {escape(str(output))}")
 
 
-def _say_waiting(message: str) -> None:  # (it quotes the box's errors: sanitised)
-    err_console.print(safe_text(message, style="yellow"), highlight=False)
-
-
-def _write_through(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
-
-
 @app.command()
 def logs(name: BoxArg, run_id: RunArg = None,
          tail: Annotated[int | None, typer.Option("--tail", "-n", help="Last N lines.")] = None,
@@ -385,7 +379,7 @@ def logs(name: BoxArg, run_id: RunArg = None,
 def _follow_log(store: Store, box, run) -> None:
     """`logs -f`: the log as it grows, then the run's end as `watch --until-done` exits."""
     try:
-        summary = watch_mod.follow(store, box, run, _write_through, say=_say_waiting)
+        summary = watch_mod.follow(store, box, run, write_through, say=say_waiting)
     except KeyboardInterrupt:
         err_console.print(f"\nstopped following; run {run.id} goes on", style="dim")
         raise typer.Exit(0) from None
