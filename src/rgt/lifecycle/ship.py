@@ -16,29 +16,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import rgt
+from rgt.onbox import ckpt_package
 from rgt.transport import Transport
-
-# The shipped package's __init__: the laptop's version, and the rest of an `rgt` the image may
-# have installed stays importable (`rgt.ckpt` resolves here first, other subpackages there).
-_INIT = '''"""rgt.ckpt as `rgt run` shipped it with the code (rgt {version})."""
-
-from pkgutil import extend_path
-
-__path__ = extend_path(__path__, __name__)
-__version__ = {version!r}
-'''
 
 
 def library_files() -> dict[str, bytes]:
-    """Relative path → bytes of the package that goes to RUN_DIR/lib: `rgt/__init__.py`,
-    `rgt/errors.py` (its errors are `UserError`s) and every module of `rgt/ckpt/`."""
-    root = Path(rgt.__file__).parent
-    files = {"rgt/__init__.py": _INIT.format(version=rgt.__version__).encode(),
-             "rgt/errors.py": (root / "errors.py").read_bytes()}
-    for module in sorted((root / "ckpt").glob("*.py")):
-        files[f"rgt/ckpt/{module.name}"] = module.read_bytes()
-    return files
+    """Relative path → bytes of the package that goes to RUN_DIR/lib (rgt.onbox.ckpt_package)."""
+    return ckpt_package("`rgt run` shipped it with the code")
 
 
 def write_library(dest: Path) -> Path:

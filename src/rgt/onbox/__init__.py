@@ -15,12 +15,16 @@ pure helpers.
 - ``audit``    pre-run audit: disks (bytes + inodes), cgroup limits, GPUs, Python/torch, HF cache
 - ``xfer``     rgt's file mover, run at both ends of the stream that `put` and `get` open
 - ``door``     a Kubernetes pod's small HTTP server on the run's PVC (rgt.platforms.k8s.door)
+
+and ``ckpt_package``: the ``rgt.ckpt`` library a job imports on the box, as its files.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import rgt
 
 SCRIPTS = ("runner", "probe", "manifest", "audit", "xfer", "stop", "door")
 _COMMON_IMPORT = re.compile(rb"^from rgt\.onbox\._common import (?:\([^)]*\)|.*)\n", re.MULTILINE)
@@ -44,3 +48,27 @@ def script_source(name: str) -> bytes:
     if count != 1:
         raise RuntimeError(f"{name}.py needs exactly one _common import block, found {count}")
     return spliced
+
+
+# The shipped package's __init__: the laptop's version, and the rest of an `rgt` the image may
+# have installed stays importable (`rgt.ckpt` resolves here first, other subpackages there).
+_CKPT_INIT = '''"""rgt.ckpt as {shipped} (rgt {version})."""
+
+from pkgutil import extend_path
+
+__path__ = extend_path(__path__, __name__)
+__version__ = {version!r}
+'''
+
+
+def ckpt_package(shipped: str) -> dict[str, bytes]:
+    """Relative path → bytes of the package a job imports `rgt.ckpt` from on a box:
+    `rgt/__init__.py` (its docstring: "rgt.ckpt as SHIPPED"), `rgt/errors.py` (its
+    errors are `UserError`s) and every module of `rgt/ckpt/`. One list of files for every way
+    rgt ships it (`rgt run`'s RUN_DIR/lib, a notebook's or a kernel's embedded tarball)."""
+    root = Path(rgt.__file__).parent
+    init = _CKPT_INIT.format(shipped=shipped, version=rgt.__version__)
+    files = {"rgt/__init__.py": init.encode(), "rgt/errors.py": (root / "errors.py").read_bytes()}
+    for module in sorted((root / "ckpt").glob("*.py")):
+        files[f"rgt/ckpt/{module.name}"] = module.read_bytes()
+    return files

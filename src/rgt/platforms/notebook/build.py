@@ -19,7 +19,7 @@ from typing import Any
 
 import rgt
 from rgt.errors import UserError
-from rgt.onbox import xfer
+from rgt.onbox import ckpt_package, xfer
 
 RUNTIME = Path(__file__).resolve().parents[2] / "onbox" / "notebook.py"
 BUNDLE_NAME = "code.tar.gz"
@@ -58,17 +58,8 @@ def _tar_gz(files: dict[str, bytes]) -> bytes:
 
 
 def ckpt_library() -> dict[str, bytes]:
-    """rgt.ckpt as the notebook's job imports it (the same files `rgt run` ships to a box;
-    rgt.lifecycle.ship builds them too, but a platform may not import the lifecycle)."""
-    root = Path(rgt.__file__).parent
-    files = {"rgt/__init__.py": (
-        f'"""rgt.ckpt as rgt\'s Colab notebook shipped it (rgt {rgt.__version__})."""\n\n'
-        "from pkgutil import extend_path\n\n__path__ = extend_path(__path__, __name__)\n"
-        f"__version__ = {rgt.__version__!r}\n").encode(),
-        "rgt/errors.py": (root / "errors.py").read_bytes()}
-    for module in sorted((root / "ckpt").glob("*.py")):
-        files[f"rgt/ckpt/{module.name}"] = module.read_bytes()
-    return files
+    """rgt.ckpt as the notebook's job imports it (the files `rgt run` ships to a box)."""
+    return ckpt_package("rgt's Colab notebook shipped it")
 
 
 def bundle_workdir(workdir: Path, exclude: list[str]) -> tuple[bytes, str]:
