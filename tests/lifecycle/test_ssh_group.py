@@ -12,6 +12,8 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import hosts
@@ -236,3 +238,44 @@ def test_ssh_reaches_each_node_by_its_rank_and_the_head_by_default(group, tmp_pa
         bad = cli("ssh", box, "--node", rank, "--", "hostname")
         assert bad.returncode == 2 and why in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_a_run_whose_nodes_cannot_meet_at_the_head_is_refused_before_it_starts(group, tmp_path):
+    """Node 1 cannot reach the head's rendezvous port (a firewall's drop, as a rule on node
+    1), then the head's port is held by another process: each `rgt run` is refused by name,
+    exit 2, before anything starts or is recorded, instead of torchrun waiting its minutes."""
+    lan, servers = group
+    cli = Rgt(tmp_path / "rgt-home")
+    cli.ok("up", "grp", "--profile", "generic-ssh", "--ssh", ssh_of(servers[0]),
+           "--ssh", ssh_of(servers[1]), "--data-dir", f"{DISK}/meet",
+           "--durable-dir", f"{DISK}/meet-durable")
+    spec = write_job(tmp_path / "work", name="meet", resources={"nodes": 2}, run="python t.py")
+    rule = f"to {lan.address(0)} ipproto tcp dport 29500 prohibit"
+    blocked = lan.run(1, f"ip rule add {rule}")
+    assert blocked.returncode == 0, blocked.stderr
+    try:
+        refused = cli("run", "grp", str(spec), "-d")
+        audit = cli("audit", "grp").stdout  # `rgt audit` finds it the same way
+    finally:
+        lan.run(1, f"ip rule del {rule}")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    said = refused.stderr.strip()
+    assert len(said.splitlines()) == 1, said
+    assert f"node 1 ({lan.address(1)}) cannot reach the head at {lan.address(0)}:29500" in said
+    assert "open port 29500 between the nodes" in said and "RGT_RDZV_PORT" in said, said
+    assert f"node 1 ({lan.address(1)}) cannot reach the head {lan.address(0)}:29500" in audit
+    held = subprocess.Popen(["ip", "netns", "exec", lan.namespaces[0], sys.executable, "-c",
+                             "import socket, time; s = socket.create_server(('', 29500)); "
+                             "print('held', flush=True); time.sleep(120)"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert held.stdout.readline() == "held\n"
+        taken = cli("run", "grp", str(spec), "-d")
+    finally:
+        held.kill()
+        held.wait()
+    assert taken.returncode == 2, taken.stdout + taken.stderr
+    assert f"port 29500 on the head ({lan.address(0)}) is taken" in taken.stderr
+    assert "set RGT_RDZV_PORT in the spec's env to a free port" in taken.stderr, taken.stderr
+    assert not job_pids(servers[0]) and not job_pids(servers[1]), "a runner started"
+    assert json.loads(cli.ok("runs", "grp", "--json").stdout)["runs"] == []

@@ -161,6 +161,7 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
     transport = platform.connect(box)
     if streams:
         transport.streams = streams
+    ahead = group.connect_ahead(box, spec)  # a group's other nodes: their handshakes, meanwhile
     pushing = False  # from here until the platform has the job, RUN_DIR is only ours
     run = None
     checked: dict = {}
@@ -171,6 +172,8 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
         # the spec's resources against this box, measured before anything is sent
         fitted = fit.check(platform, box, spec, lambda: transport, skip=skip_resources)
         checked = {"resources_check": fitted.record()}
+        # every node reaches the head where the ranks will meet, or nothing starts
+        group.refuse_unreachable(box, transport, spec, ahead)
         if fitted.unchecked:
             notes.append(f"not checked against {box.name}: {', '.join(fitted.unchecked)} "
                          "(a running machine has what it was rented with)")
