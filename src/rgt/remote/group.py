@@ -503,7 +503,8 @@ def reach_head(box: Box, head_transport: Transport, members: Sequence[Node], por
         f"{shlex.quote(head_transport.python)} -c {shlex.quote(_LISTEN)} {port} {LISTEN_S}",
         check=False, timeout=30, limit=256)
     ready()
-    said = listening.stdout.strip()[:200]
+    # the last line: a shell's start-up files may print before it
+    said = (listening.stdout.strip().splitlines() or [""])[-1][:200]
     if said != "up":
         return Reach(port, taken=said.removeprefix("taken ") or
                      (listening.stderr.strip()[:200] or "the listener did not start"))
@@ -512,7 +513,7 @@ def reach_head(box: Box, head_transport: Transport, members: Sequence[Node], por
         got = transport.run(f"{shlex.quote(transport.python)} -c {shlex.quote(_DIAL)} "
                             f"{shlex.quote(head.address)} {port}", check=False,
                             timeout=30, limit=512)
-        return got.stdout.strip()[:200]
+        return (got.stdout.strip().splitlines() or [""])[-1][:200]
     try:
         answers = on_every_node(box, head_transport, dial, only=members, keep_open=keep_open)
     finally:
