@@ -437,10 +437,13 @@ def stop_nodes(box: Box, which: Sequence[Node], run_id: str, head_transport: Tra
 # The check that the nodes reach the head where they will meet (`rgt audit`, and `rgt run`
 # before any rank starts): a listener on the head, a dial from each node. The listener
 # answers at once (it forks once bound, so the command returns) and is gone when
-# `stop_listener` returns: it closes its socket when told, and torchrun then binds the port.
+# `reach_head` returns: it closes its socket when told, and torchrun then binds the port;
+# both IPv4 and IPv6 where the head has both, as torch's store listens.
 _LISTEN = ("import os,socket,sys,time\n"
            "try:\n"
-           "    s=socket.create_server(('', int(sys.argv[1])))\n"
+           "    p=('', int(sys.argv[1]))\n"
+           "    s=socket.create_server(p, family=socket.AF_INET6, dualstack_ipv6=True) \\\n"
+           "        if socket.has_dualstack_ipv6() else socket.create_server(p)\n"
            "except OSError as e:\n"
            "    print('taken', type(e).__name__, str(e)[:160])\n"
            "    sys.exit(0)\n"
@@ -499,10 +502,10 @@ def reach_head(box: Box, head_transport: Transport, members: Sequence[Node], por
     for the dials and gone when this returns. `keep_open`: the nodes' connections stay open
     for the next on_every_node (a launch's push); `ready()` waits for them to be open."""
     head = members[0]
+    ready()  # (before the listener: its time runs from its start)
     listening = head_transport.run(
         f"{shlex.quote(head_transport.python)} -c {shlex.quote(_LISTEN)} {port} {LISTEN_S}",
         check=False, timeout=30, limit=256)
-    ready()
     # the last line: a shell's start-up files may print before it
     said = (listening.stdout.strip().splitlines() or [""])[-1][:200]
     if said != "up":
