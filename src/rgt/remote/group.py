@@ -581,8 +581,8 @@ def refuse_unreachable(box: Box, head_transport: Transport, spec: JobSpec,
     found = reach_head(box, head_transport, members, port, keep_open=True, ready=ahead)
     if found.taken:
         raise UserError(f"job {spec.name!r} not started: port {port} on the head "
-                        f"({members[0].address}) is taken ({found.taken}), where its nodes "
-                        f"would meet: set {setting} to a free port")
+                        f"({members[0].address}) is taken or cannot be opened ({found.taken}), "
+                        f"where its nodes would meet: set {setting} to a free port")
     if found.unreachable:
         node, said = found.unreachable[0]
         others = f" (and {len(found.unreachable) - 1} more)" if len(found.unreachable) > 1 \
