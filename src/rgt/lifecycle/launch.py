@@ -28,7 +28,7 @@ from rgt.lifecycle.watch import refresh
 from rgt.platforms import Platform, platform_for
 from rgt.platforms.base import Ability, refuse_foreign_sections
 from rgt.profiles import Profile, load_profile
-from rgt.remote import group
+from rgt.remote import group, group_meet
 from rgt.remote.calls import write_file
 from rgt.remote.layout import Layout
 from rgt.spec import JobSpec, drop_torch_installs
@@ -173,7 +173,7 @@ def _launch_locked(store: Store, box: Box, spec: JobSpec, profile: Profile, plat
         fitted = fit.check(platform, box, spec, lambda: transport, skip=skip_resources)
         checked = {"resources_check": fitted.record()}
         # every node reaches the head where the ranks will meet, or nothing starts
-        group.refuse_unreachable(box, transport, spec, ahead)
+        group_meet.refuse_unreachable(box, transport, spec, ahead)
         if fitted.unchecked:
             notes.append(f"not checked against {box.name}: {', '.join(fitted.unchecked)} "
                          "(a running machine has what it was rented with)")

@@ -22,7 +22,7 @@ from rgt.platforms.base import (
     refuse_unsupported,
 )
 from rgt.profiles import load_profile
-from rgt.remote import group
+from rgt.remote import group, group_meet
 from rgt.remote.calls import run_json
 from rgt.remote.layout import Layout
 from rgt.remote.reach import transport_for
@@ -181,7 +181,7 @@ class SshPlatform(Platform):
                         still_billing=[f"{box.name} until you {stop.name} it in the console"])
 
     def audit_extras(self, transport: Transport, box: Box) -> dict[str, Any]:
-        return group.audit(box, transport)  # {} for one machine
+        return group_meet.audit(box, transport)  # {} for one machine
 
     def stops_meter(self, box: Box) -> bool:
         return load_profile(box.profile).facts.kind == "local"  # this machine bills nothing
