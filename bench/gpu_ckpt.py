@@ -40,14 +40,6 @@ from pathlib import Path
 CHUNK = 16 * 1024 * 1024  # float32 elements: 64 MiB per tensor
 
 
-def fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def drop_page_cache() -> bool:
     os.sync()
     try:
@@ -101,22 +93,24 @@ class Trainer:
             self.step()
         return (time.perf_counter() - t) / steps
 
-    def through(self, start, done) -> tuple[float, float]:
-        """Train while a save runs: start() begins it (returns a handle), done(handle) says
-        whether it finished. Returns (the call's stall, the training stall: the loop's wall
-        time over what its steps took just before, without a save)."""
+    def through(self, start) -> tuple[float, float, float, object]:
+        """Train while a save runs: start() begins it and returns a future. Returns the
+        call's stall, the training stall (the loop's wall time over what its steps took just
+        before, without a save), the seconds from the call until the future was seen done,
+        and the future."""
         base = self.step_seconds(20)
         t = time.perf_counter()
         self.step()
         t_call = time.perf_counter()
-        handle = start()
+        future = start()
         stall = time.perf_counter() - t_call
         steps = 1
-        while not done(handle):
+        while not future.done():
             self.step()
             steps += 1
+        until_done = time.perf_counter() - t_call
         self.step()  # the step after the save ended
-        return stall, time.perf_counter() - t - (steps + 1) * base
+        return stall, time.perf_counter() - t - (steps + 1) * base, until_done, future
 
 
 def main() -> int:
@@ -199,8 +193,10 @@ def main() -> int:
         def torch_save() -> None:
             settle()
             t = time.perf_counter()
-            torch.save(state, plain)
-            fsync_path(plain)
+            with open(plain, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
             record("torch.save + fsync", time.perf_counter() - t)
         attempt("torch.save + fsync", torch_save)
 
@@ -221,15 +217,16 @@ def main() -> int:
             record("DCP save", time.perf_counter() - t)
         attempt("DCP save", dcp_save)
 
-        def rgt_async() -> None:
+        def saved_async(label: str, start, done_as: str = "on disk"):
             settle()
-            stall, training = trainer.through(
-                lambda: ck_async.save_async(state, step), lambda fut: fut.done())
-            rec = ck_async.wait()
-            record("rgt save_async: call returns", stall)
-            record("rgt save_async: training stall", training)
-            record("rgt save_async: on disk", rec.write_s + stall)
-        attempt("rgt save_async", rgt_async)
+            stall, training, until_done, future = trainer.through(start)
+            record(f"{label}: call returns", stall)
+            record(f"{label}: training stall", training)
+            record(f"{label}: {done_as}", until_done)
+            return future.result()
+
+        attempt("rgt save_async", lambda: saved_async(
+            "rgt save_async", lambda: ck_async.save_async(state, step)))
 
         def rgt_staged_save() -> None:  # a sync save by a Checkpointer that save_async used
             settle()
@@ -240,27 +237,16 @@ def main() -> int:
         attempt("rgt save (sync, after a save_async)", rgt_staged_save)
 
         def rgt_mirrored() -> None:
-            settle()
-            t0 = time.perf_counter()
-            stall, training = trainer.through(
-                lambda: ck_mirror.save_async(state, step), lambda fut: fut.done())
-            rec = ck_mirror.wait()
-            record("rgt save_async + mirror: training stall", training)
-            record("rgt save_async + mirror: durable (read back)", time.perf_counter() - t0)
+            rec = saved_async("rgt save_async + mirror",
+                              lambda: ck_mirror.save_async(state, step), "durable (read back)")
             if not rec.durable:
                 raise AssertionError(f"mirror not confirmed: {rec.durable_error}")
         attempt("rgt save_async + mirror", rgt_mirrored)
 
         def dcp_async() -> None:
-            settle()
             d = root / f"dcp-async{rep}"
             shutil.rmtree(d, ignore_errors=True)
-            t0 = time.perf_counter()
-            stall, training = trainer.through(
-                lambda: dcp.async_save(state, checkpoint_id=str(d)), lambda fut: fut.done())
-            record("DCP async_save: call returns", stall)
-            record("DCP async_save: training stall", training)
-            record("DCP async_save: on disk", time.perf_counter() - t0)
+            saved_async("DCP async_save", lambda: dcp.async_save(state, checkpoint_id=str(d)))
         attempt("DCP async_save", dcp_async)
 
         def torch_load() -> None:
