@@ -123,6 +123,8 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=0,
                     help="start no further repeat when it would end past this many seconds")
     args = ap.parse_args()
+    if args.size_gb * (1 << 30) < 4 * 1024 or args.repeat < 1:
+        ap.error("--size-gb must hold at least 4 KiB of tensors and --repeat be 1 or more")
 
     import torch
     import torch.distributed as dist
