@@ -164,3 +164,15 @@ def machines(count: int, root, keys, *, port: int = 2222):
         for server in servers:
             server.stop()
         lan.stop()
+
+
+def two_machines(tmp_path_factory, sshd_keys):
+    """A test module's two hosts (`machines(2, ...)`), skipped where namespaces cannot be made:
+    a fixture body, `name = pytest.fixture(scope="module")(hosts.two_machines)`."""
+    import pytest
+
+    why = unavailable()
+    if why:
+        pytest.skip(why)
+    with machines(2, tmp_path_factory.mktemp("group"), sshd_keys) as made:
+        yield made

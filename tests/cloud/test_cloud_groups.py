@@ -19,13 +19,7 @@ from fake_vast_api import offer
 DISK = hosts.DISK  # each host's own disk
 
 
-@pytest.fixture(scope="module")
-def lan(tmp_path_factory, sshd_keys):
-    why = hosts.unavailable()
-    if why:
-        pytest.skip(why)
-    with hosts.machines(2, tmp_path_factory.mktemp("group"), sshd_keys) as made:
-        yield made
+lan = pytest.fixture(scope="module")(hosts.two_machines)
 
 
 def _lambda(fake, key):

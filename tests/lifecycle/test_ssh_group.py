@@ -28,13 +28,7 @@ pytestmark = pytest.mark.slow
 DISK = hosts.DISK  # each host's own disk
 
 
-@pytest.fixture(scope="module")
-def group(tmp_path_factory, sshd_keys):
-    why = hosts.unavailable()
-    if why:
-        pytest.skip(why)
-    with hosts.machines(2, tmp_path_factory.mktemp("group"), sshd_keys) as made:
-        yield made
+group = pytest.fixture(scope="module")(hosts.two_machines)
 
 
 def ssh_of(server: SshServer) -> str:
