@@ -94,7 +94,8 @@ RESOURCES = (
 
 WAIT = Option("wait", float, "Seconds to wait before giving up: for capacity on Lambda (LAM5), "
                              "for the instance to start on vast.ai and RunPod.", RENTING_PANEL,
-              default_shown="1800 on Lambda, 900 on vast.ai and RunPod")
+              default_shown="1800 on Lambda, 900 on vast.ai and RunPod", min=0,
+              accepts="the seconds to wait, e.g. --wait 3600")
 SECRET = Option("secret", str, "An env var NAME passed as env at create (repeatable; VAST11).",
                 RENTING_PANEL, key="secrets", repeatable=True)
 KEEP_PARTIAL = Option("keep_partial", bool, "With --nodes N: keep (and bill) the instances of a "

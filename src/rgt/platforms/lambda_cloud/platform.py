@@ -125,10 +125,8 @@ class LambdaPlatform(RentedPlatform):
         if not request.resources.gpu:
             raise UserError(f"to rent a group on Lambda give --gpu TYPE:COUNT (e.g. `rgt up "
                             f"{request.name} --profile lambda --gpu H100:8 --nodes 2`)")
-        wait = options.get("wait")
+        wait = options.get("wait")  # a nan or negative --wait: refused with the flag (WAIT)
         wait_s = 1800 if wait is None else wait
-        if math.isnan(wait_s):
-            raise UserError("--wait: give the seconds to wait for capacity, e.g. --wait 3600")
         # every node's name is checked here, before the first launch
         fs, region, key_name = prepare(api, node_name(request.name, request.resources.nodes - 1),
                                        request.resources.region, options.get("filesystem"),
