@@ -57,7 +57,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from rgt.errors import UserError
@@ -286,8 +285,7 @@ class RentedPlatform(SshPlatform):
         """Register the rented instance as box `name` once SSH answers at the address the API
         gave, its id and the cloud's facts in `box.extra`; if SSH never works, say it bills and
         how to recover."""
-        target = SshTarget(host=host, port=port, user=user,
-                           identity=Path(identity).expanduser() if identity else None)
+        target = rentgroup.ssh_target(host, port, user, identity)
         box = register_rented(store, name, load_profile(self.profile), target,
                               instance=f"{self.service} {self.thing} {instance_id}",
                               stop_hint=f"{self.kill} it in {self.console}", rate=rate,
