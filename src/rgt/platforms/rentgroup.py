@@ -54,7 +54,6 @@ class Created:
     region: str | None          # where it landed: the rest of the group goes there
     adopted: bool = False       # found by its name (a lost answer, an earlier `rgt up`)
     detail: dict[str, Any] = field(default_factory=dict)  # for its cloud-launch record
-    row: dict[str, Any] | None = None  # the API's row once it booted
 
 
 @dataclass
@@ -130,11 +129,9 @@ def rent_group(cloud: RentedPlatform, store: Store, request: Request) -> Box:
         except Exception as err:  # noqa: BLE001  (whatever it was, every node bills)
             raise partial(cloud, store, request, created, "the group did not boot", err,
                           all_created=True) from None
-    for node, row in zip(created, rows, strict=True):
-        node.row = row
     try:
-        targets = [cloud.node_target(n.row or {}, plan) for n in created]
-        addresses = [cloud.node_address(n.row or {}) for n in created]
+        targets = [cloud.node_target(row, plan) for row in rows]
+        addresses = [cloud.node_address(row) for row in rows]
         wait_for_ssh(targets, say)
         box = group.register(store, request.name, load_profile(cloud.profile), targets,
                              rate=round(sum(n.rate for n in created), 6),
