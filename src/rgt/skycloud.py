@@ -313,8 +313,8 @@ def _infra(where: Overrides) -> tuple[str, str, str]:
 
 
 def _accelerated(resources: dict[str, Any]) -> bool:
-    candidates = [c for key in ("any_of", "ordered") for c in resources.get(key) or []
-                  if isinstance(c, dict)]
+    candidates = [c for key in ("any_of", "ordered") if isinstance(resources.get(key), list)
+                  for c in resources[key] if isinstance(c, dict)]  # (not a list: refused later)
     return any("accelerators" in r or "gpus" in r for r in [resources, *candidates])
 
 
