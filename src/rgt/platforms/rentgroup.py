@@ -35,9 +35,9 @@ from rgt.platforms.http import poll_interval
 from rgt.profiles import load_profile
 from rgt.remote import group
 from rgt.remote.reach import target_to_json, transport_for
+from rgt.remote.register import when_answering
 from rgt.store import Box, Store
 from rgt.transport import SshTarget
-from rgt.transport.base import BashMissing, HostKeyChanged, TransportError
 
 if TYPE_CHECKING:
     from rgt.platforms.rented import RentedPlatform
@@ -174,25 +174,20 @@ def adopt_left(cloud: RentedPlatform, api: Any, rank: int, name: str,
 
 
 def wait_for_ssh(targets: list[SshTarget], say: Any, *, attempts: int = 10) -> None:
-    """Every node answers SSH (a fresh instance may not yet): each retried while it refuses
-    or times out; a changed host key or a box without bash at once."""
+    """Every node answers SSH (a fresh instance may not yet): each, at once, retried as
+    `register.when_answering` retries one instance."""
     def one(target: SshTarget) -> None:
-        pause = min(3.0, poll_interval())
         probe = Box(name="ssh-probe", profile="generic-ssh", connection=target_to_json(target),
                     data_dir="", durable_dir="", rate=None, state="up", created=time.time())
-        for attempt in range(1, attempts + 1):
+
+        def answer() -> None:
             transport = transport_for(probe)
             try:
                 transport.run("true", timeout=30)
-                return
-            except TransportError as err:
-                if isinstance(err, HostKeyChanged | BashMissing) or attempt == attempts:
-                    raise
-                say(f"{target.host}:{target.port or 22}: SSH not answering yet ({err}); "
-                    "retrying")
-                time.sleep(pause)
             finally:
                 transport.close()
+        when_answering(answer, lambda line: say(f"{target.host}:{target.port or 22}: {line}"),
+                       attempts=attempts, pause_s=min(3.0, poll_interval()))
     group.in_parallel(targets, one, name=lambda t: f"{t.user}@{t.host}:{t.port or 22}")
 
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from rgt.errors import UserError
 from rgt.profiles import Profile
 from rgt.remote.reach import find_python, python_candidates, target_to_json, transport_for
 from rgt.store import Box, Store, rgt_home
 from rgt.transport import BashMissing, HostKeyChanged, SshTarget, Transport, TransportError
+
+T = TypeVar("T")
 
 
 def _remote_home(transport: Transport) -> str:
@@ -110,12 +113,19 @@ def register_when_answering(store: Store, name: str, profile: Profile, target: S
                             rate: float | None, data_dir: str | None, durable_dir: str | None,
                             on_retry: Callable[[str], None], attempts: int = 10,
                             pause_s: float = 3.0) -> Box:
-    """`register` for an instance that was just created: retry while it is not answering SSH
+    """`register` for an instance that was just created, `when_answering`."""
+    return when_answering(lambda: register(store, name, profile, target, rate=rate,
+                                           data_dir=data_dir, durable_dir=durable_dir),
+                          on_retry, attempts=attempts, pause_s=pause_s)
+
+
+def when_answering(call: Callable[[], T], on_retry: Callable[[str], None], *,
+                   attempts: int = 10, pause_s: float = 3.0) -> T:
+    """`call()` (over SSH to a machine just created): retried while it is not answering SSH
     yet (refused, timing out, our key not installed yet); any other error at once."""
     for attempt in range(1, attempts + 1):
         try:
-            return register(store, name, profile, target, rate=rate, data_dir=data_dir,
-                            durable_dir=durable_dir)
+            return call()
         except TransportError as err:
             # A changed host key or a box without bash will not heal by waiting.
             if isinstance(err, HostKeyChanged | BashMissing) or attempt == attempts:
