@@ -106,7 +106,7 @@ def instance_type(name: Any, cloud: str | None) -> tuple[dict[str, Any], list[st
                      if platform == "lambda" else f"`rgt up --profile {platform}` rents by them")
             return resources, [f"{field} is taken as what it holds on {platform}: "
                                f"{_said(resources)} ({rents})"]
-    owner = cloud or next((c for pattern, c in _ELSEWHERE if pattern.match(text)), None)
+    owner = cloud or cloud_of(text)  # (no reader took it: one of _ELSEWHERE's, or None)
     if owner in (None, "kubernetes", "k8s", "slurm", "ssh", "runpod", "lambda", "vast"):
         raise UserError(f"{field} is not a name rgt can read for "
                         f"{owner or 'any platform it has'} (Lambda gpu_1x_h100_pcie, RunPod "
@@ -193,7 +193,7 @@ def cloud_of(name: Any) -> str | None:
 # -- the command line's overrides: --infra, --instance-type ------------------------------------
 
 PLACEMENT = ("infra", "cloud", "region", "zone")
-_CANONICAL = {"k8s": "kubernetes", "kubernetes": "kubernetes", "vastai": "vast"}
+_CANONICAL = {alias: name for name, aliases in _ALIASES.items() for alias in (name, *aliases)}
 _OWN_PLATFORM = {"runpod": "runpod", "lambda": "lambda", "vastai": "vast"}
 _OWN_KIND = {"kubernetes": "kubernetes", "slurm": "slurm", "ssh": "ssh", "local": "ssh",
              "ssh-rental": "ssh"}
