@@ -15,9 +15,8 @@ from rich.table import Table
 
 from rgt import skycloud
 from rgt.cli import app
-from rgt.cli.args import BoxArg
+from rgt.cli.args import BoxArg, InfraOpt, InstanceTypeOpt
 from rgt.cli.console import console, duration, escape, print_json
-from rgt.cli.lifecycle_cmd import InfraOpt, InstanceTypeOpt
 from rgt.errors import UserError
 from rgt.lifecycle import audit as audit_mod
 from rgt.spec import load_spec

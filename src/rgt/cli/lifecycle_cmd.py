@@ -15,7 +15,7 @@ from rgt import skycloud
 from rgt.boxfacts import facts
 from rgt.cli import app
 from rgt.cli import cloud_cmd as cloud
-from rgt.cli.args import BoxArg, RunArg
+from rgt.cli.args import BoxArg, InfraOpt, InstanceTypeOpt, RunArg
 from rgt.cli.confirm import typed_name
 from rgt.cli.console import (
     console,
@@ -49,16 +49,6 @@ from rgt.transport.transfer import streams_flag
 StreamsOpt = Annotated[str | None, typer.Option(
     "--streams", metavar="N", help="Parallel connections for the transfer, 1-64 (default: "
                                    "chosen from the link's round trip and rate; RGT_STREAMS).")]
-InfraOpt = Annotated[str | None, typer.Option(
-    "--infra", metavar="INFRA",
-    help="A SkyPilot task's infra, overridden as `sky launch --infra` overrides it: `box` (or "
-         "'*') runs it on the box named whatever cloud its file pins; k8s, ssh, slurm, "
-         "runpod or runpod/REGION, lambda or vast where that is the box's platform. A note "
-         "says what it replaced.")]
-InstanceTypeOpt = Annotated[str | None, typer.Option(
-    "--instance-type", metavar="NAME|none",
-    help="A SkyPilot task's resources.instance_type, overridden (SkyPilot's -t): `none` drops "
-         "it, and the GPU request is the task's accelerators.")]
 
 
 @app.command()
