@@ -174,10 +174,11 @@ class RentedPlatform(SshPlatform):
         raise UserError(f"rgt cannot rent a group of {self.service} {self.thing}s (--nodes)")
 
     def create_node(self, api: ApiClient, plan: rentgroup.Plan, rank: int, name: str,
-                    region: str | None, first: rentgroup.Created | None,
+                    region: str | None, first: rentgroup.Created | None, before: set[Any],
                     on_wait: Notify) -> rentgroup.Created:
-        """One create (`create_once`) carrying `name`, in `region` (the group's, once the
-        head has one) and like `first` (the head) where given. Not recorded: the caller does."""
+        """One create (`create_once`, `before`: the ids already carrying `name`) carrying
+        `name`, in `region` (the group's, once the head has one) and like `first` (the head)
+        where given. Not recorded: the caller does."""
         raise NotImplementedError
 
     def node_target(self, row: dict[str, Any], plan: rentgroup.Plan) -> SshTarget:

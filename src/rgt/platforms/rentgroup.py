@@ -103,9 +103,11 @@ def rent_group(cloud: RentedPlatform, store: Store, request: Request) -> Box:
         for rank in range(count):
             name = node_name(request.name, rank)
             try:
-                node = adopt_left(cloud, api, rank, name, held) or \
+                listed = cloud.named(api, name)  # one listing: to adopt, and as create's `before`
+                node = adopt_left(cloud, api, rank, name, listed, held) or \
                     cloud.create_node(api, plan, rank, name, region,
-                                      created[0] if created else None, say)
+                                      created[0] if created else None,
+                                      {r.get("id") for r in listed}, say)
             except Exception as err:  # noqa: BLE001  (whatever it was, the others bill)
                 raise partial(cloud, store, request, created, f"node {rank} ({name}) failed to "
                               f"{cloud.create_word}", err) from None
@@ -149,10 +151,11 @@ def rent_group(cloud: RentedPlatform, store: Store, request: Request) -> Box:
 
 
 def adopt_left(cloud: RentedPlatform, api: Any, rank: int, name: str,
-               held: set[str]) -> Created | None:
+               listed: list[dict[str, Any]], held: set[str]) -> Created | None:
     """The live instance already carrying `name` (an earlier `rgt up` of this group was killed
-    after its create): adopted, never paid for twice. Several: each named, nothing created."""
-    rows = [r for r in cloud.named(api, name) if str(r.get("id")) not in held]
+    after its create): adopted, never paid for twice. Several: each named, nothing created.
+    `listed`: the cloud's instances named `name`."""
+    rows = [r for r in listed if str(r.get("id")) not in held]
     live = []
     for row in rows:
         found = cloud.find(api, str(row.get("id")))

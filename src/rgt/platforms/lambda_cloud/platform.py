@@ -141,14 +141,15 @@ class LambdaPlatform(RentedPlatform):
                              "region": region, "key_name": key_name, "capacity_s": wait_s})
 
     def create_node(self, api: ApiClient, plan: Plan, rank: int, name: str,
-                    region: str | None, first: Created | None, on_wait: Notify) -> Created:
+                    region: str | None, first: Created | None, before: set[Any],
+                    on_wait: Notify) -> Created:
         ctx = plan.context
         # the nodes after the head: its instance type (unless it was adopted), in its region
         gpus = [first.detail["type"]] if first and "type" in first.detail else ctx["gpus"]
         region = region or ctx["region"]
         instance_id, adopted, itype, where = launch_when_capacity(
             self, api, name, gpus, region, ctx["fs"], ctx["key_name"],
-            before=self.present(api, name), wait_s=ctx["capacity_s"], poll_s=poll_interval(),
+            before=before, wait_s=ctx["capacity_s"], poll_s=poll_interval(),
             on_wait=on_wait)
         return Created(rank, name, instance_id, itype.usd_per_hour, where, adopted,
                        detail={"type": itype.name, "filesystem": ctx["fs"] and ctx["fs"]["name"]})

@@ -205,14 +205,14 @@ class RunpodPlatform(RentedPlatform):
                              "container": container, "volume_gb": volume_gb})
 
     def create_node(self, api: ApiClient, plan: Plan, rank: int, name: str,
-                    region: str | None, first: Created | None, on_wait: Notify) -> Created:
+                    region: str | None, first: Created | None, before: set[Any],
+                    on_wait: Notify) -> Created:
         ctx = plan.context
         body = rp.create_body(name, ctx["gpu"], ctx["count"], ctx["image"], cloud=ctx["cloud"],
                               container_disk_gb=ctx["container"], volume_gb=ctx["volume_gb"],
                               volume=ctx["vol"], data_centre=region or ctx["where"],
                               env=ctx["env"])
-        pod, adopted = self.create_once(api, name, self.present(api, name),
-                                        poll_s=poll_interval(),
+        pod, adopted = self.create_once(api, name, before, poll_s=poll_interval(),
                                         create=partial(api.post, "/v2/pods", body,
                                                        idempotent=False))
         pod = pod or {}

@@ -225,7 +225,8 @@ class VastPlatform(RentedPlatform):
                              "image_cuda": options.get("image_cuda")})
 
     def create_node(self, api: ApiClient, plan: Plan, rank: int, name: str,
-                    region: str | None, first: Created | None, on_wait: Notify) -> Created:
+                    region: str | None, first: Created | None, before: set[Any],
+                    on_wait: Notify) -> Created:
         ctx, image = plan.context, plan.extra["image"]
         bid = plan.extra["interruptible_bid"]
         offer = vast.get_offer(api, ctx["offers"][rank].id, ctx["disk_gb"])
@@ -234,7 +235,7 @@ class VastPlatform(RentedPlatform):
             on_wait(note)
         instance_id, adopted = create_on_offer(
             self, api, name, offer, image, ctx["disk_gb"], bid=bid, onstart=ctx["onstart"],
-            env=ctx["env"], before=self.present(api, name), poll_s=poll_interval())
+            env=ctx["env"], before=before, poll_s=poll_interval())
         return Created(rank, name, str(instance_id), offer.hourly_rate(ctx["disk_gb"], bid),
                        f"host {offer.host_id} ({offer.location})", adopted,
                        detail={"offer": offer.id, "image": image, "bid": bid})
