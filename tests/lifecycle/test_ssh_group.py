@@ -35,6 +35,14 @@ def ssh_of(server: SshServer) -> str:
     return f"ssh -p {server.port} -i {server.client_key} root@{server.host}"
 
 
+def up_group(cli: Rgt, servers: list[SshServer], disk: str,
+             *more: str) -> subprocess.CompletedProcess:
+    """`rgt up grp`: the two hosts as one box, its data and durable dirs under DISK/<disk>."""
+    return cli.ok("up", "grp", "--profile", "generic-ssh", "--ssh", ssh_of(servers[0]),
+                  "--ssh", ssh_of(servers[1]), "--data-dir", f"{DISK}/{disk}",
+                  "--durable-dir", f"{DISK}/{disk}-durable", *more)
+
+
 def job_pids(server: SshServer) -> list[int]:
     """Every process of an rgt run on that host (its network namespace; not its sshd)."""
     mine = os.readlink(f"/proc/{server.proc.pid}/ns/net")
@@ -61,10 +69,7 @@ def watch(cli: Rgt, run: str) -> dict:
 def test_ddp_across_two_machines_fails_whole_and_resumes_on_both(group, tmp_path):
     lan, servers = group
     cli = Rgt(tmp_path / "rgt-home")
-    up = cli("up", "grp", "--profile", "generic-ssh", "--ssh", ssh_of(servers[0]),
-             "--ssh", ssh_of(servers[1]), "--data-dir", f"{DISK}/data",
-             "--durable-dir", f"{DISK}/durable", "--rate", "2")
-    assert up.returncode == 0, up.stdout + up.stderr
+    up = up_group(cli, servers, "data", "--rate", "2")
     assert "2 machines" in up.stdout and f"node 1  {lan.address(1)}" in up.stdout, up.stdout
     assert "generic-ssh ×2" in cli.ok("ls").stdout
     work = multinode_workdir(tmp_path / "project")
@@ -149,9 +154,7 @@ run: |
 def test_skypilot_multi_node_tasks_run_unchanged_on_the_group(group, tmp_path):
     lan, servers = group
     cli = Rgt(tmp_path / "rgt-home")
-    cli.ok("up", "grp", "--profile", "generic-ssh", "--ssh", ssh_of(servers[0]),
-           "--ssh", ssh_of(servers[1]), "--data-dir", f"{DISK}/sky",
-           "--durable-dir", f"{DISK}/sky-durable")
+    up_group(cli, servers, "sky")
     audit = cli("audit", "grp")
     assert f"reach the head {lan.address(0)}:29500" in audit.stdout, audit.stdout
     work = multinode_workdir(tmp_path / "project")
@@ -184,9 +187,7 @@ def test_a_node_that_stops_answering_fails_the_run_and_stops_the_others(group, t
     lan, servers = group
     cli = Rgt(tmp_path / "rgt-home")
     cli.env["RGT_NODE_LOST_S"] = "3"  # (180 s unless told)
-    cli.ok("up", "grp", "--profile", "generic-ssh", "--ssh", ssh_of(servers[0]),
-           "--ssh", ssh_of(servers[1]), "--data-dir", f"{DISK}/cut",
-           "--durable-dir", f"{DISK}/cut-durable")
+    up_group(cli, servers, "cut")
     task = tmp_path / "sleep.yaml"
     task.write_text("name: sleeper\nnum_nodes: 2\nrun: sleep 300\n")
     run = cli.ok("run", "grp", str(task), "-d").stdout.strip().splitlines()[-1]
@@ -211,9 +212,7 @@ def test_a_node_that_stops_answering_fails_the_run_and_stops_the_others(group, t
 def test_ssh_reaches_each_node_by_its_rank_and_the_head_by_default(group, tmp_path):
     lan, servers = group
     cli = Rgt(tmp_path / "rgt-home")
-    cli.ok("up", "grp", "--profile", "generic-ssh", "--ssh", ssh_of(servers[0]),
-           "--ssh", ssh_of(servers[1]), "--data-dir", f"{DISK}/ssh",
-           "--durable-dir", f"{DISK}/ssh-durable")
+    up_group(cli, servers, "ssh")
     head = cli("ssh", "grp", "--", "hostname")
     assert (head.returncode, head.stdout) == (0, "node0\n"), head.stderr
     said = head.stderr.strip().splitlines()
@@ -240,9 +239,7 @@ def test_a_run_whose_nodes_cannot_meet_at_the_head_is_refused_before_it_starts(g
     exit 2, before anything starts or is recorded, instead of torchrun waiting its minutes."""
     lan, servers = group
     cli = Rgt(tmp_path / "rgt-home")
-    cli.ok("up", "grp", "--profile", "generic-ssh", "--ssh", ssh_of(servers[0]),
-           "--ssh", ssh_of(servers[1]), "--data-dir", f"{DISK}/meet",
-           "--durable-dir", f"{DISK}/meet-durable")
+    up_group(cli, servers, "meet")
     spec = write_job(tmp_path / "work", name="meet", resources={"nodes": 2}, run="python t.py")
     rule = f"to {lan.address(0)} ipproto tcp dport 29500 prohibit"
     blocked = lan.run(1, f"ip rule add {rule}")
