@@ -127,12 +127,16 @@ class RunpodPlatform(RentedPlatform):
                             f"{state['advice']}")
         return False
 
+    def refuse_before_renting(self, request: Request) -> None:
+        # before the shared refusals: their "cannot honour resources.spot" would say less
+        if request.resources.spot or request.resources.bid:
+            raise UserError("RunPod's REST API v2 has no interruptible (spot) pods or bids: "
+                            "rgt rents on-demand pods only; drop --spot/--bid")
+        super().refuse_before_renting(request)
+
     def rent(self, store: Store, request: Request) -> Box:
         """`runpod_up` as `rgt up --profile runpod --gpu TYPE:COUNT --image IMG` asks."""
         res, options = request.resources, request.options
-        if res.spot or res.bid:
-            raise UserError("RunPod's REST API v2 has no interruptible (spot) pods or bids: "
-                            "rgt rents on-demand pods only; drop --spot/--bid")
         self.refuse_before_renting(request)
         if "user" in options or "port" in options:
             raise UserError("RunPod pods log in as the user and port the API reports (RP6): "
@@ -160,9 +164,6 @@ class RunpodPlatform(RentedPlatform):
 
     def group_plan(self, api: ApiClient, store: Store, request: Request) -> Plan:
         res, options = request.resources, request.options
-        if res.spot or res.bid:
-            raise UserError("RunPod's REST API v2 has no interruptible (spot) pods or bids: "
-                            "rgt rents on-demand pods only; drop --spot/--bid")
         if "user" in options or "port" in options:
             raise UserError("RunPod pods log in as the user and port the API reports (RP6): "
                             "drop --user/--port")
