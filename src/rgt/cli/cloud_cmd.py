@@ -118,13 +118,14 @@ def progress(message: str) -> None:
 
 def show_rented(box: Box, first: bool) -> None:
     from rgt.profiles import load_profile
+    from rgt.remote.group import nodes
 
     console.print(f"[green]✓[/] box [bold]{escape(box.name)}[/] ({box.profile}) instance "
                   f"{escape(str(facts(box).instance_id))} answers at "
                   f"{escape(str(box.connection.get('host')))}; ${box.rate or 0:.2f}/h")
-    for rank, node in enumerate(box.extra.get("nodes") or []):  # a rented group
-        console.print(f"  node {rank}  instance {escape(str(node.get('instance_id')))}  "
-                      f"reached by the others at {escape(str(node.get('address')))}")
+    for node in nodes(box):  # a rented group
+        console.print(f"  node {node.rank}  instance {escape(str(node.instance_id))}  "
+                      f"reached by the others at {escape(node.address)}")
     for note in facts(box).notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     print_registered(box, load_profile(box.profile), first,

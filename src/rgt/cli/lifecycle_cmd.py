@@ -41,6 +41,7 @@ from rgt.lifecycle import watch as watch_mod
 from rgt.lifecycle.pull_checkpoints import checkpoints_flag
 from rgt.platforms import DEFAULT_PROFILE
 from rgt.profiles import load_profile
+from rgt.remote.group import nodes as group_nodes
 from rgt.remote.register import check_dir_flags
 from rgt.spec import load_spec
 from rgt.store import Store, check_box_name
@@ -109,14 +110,13 @@ def up(
     if facts(box).rented:  # rented here, through the platform's API
         cloud.show_rented(box, first)
         return
-    machines = facts(box).machines
+    members = group_nodes(box)  # a group: each machine, by the rank it gets, where reached
     console.print(f"[green]✓[/] box [bold]{name}[/] ({prof.name}) answers: "
-                  + (f"{machines} machines, the head " if machines > 1 else "")
+                  + (f"{len(members)} machines, the head " if len(members) > 1 else "")
                   + escape(facts(box).uname or ''))
-    if machines > 1:  # a group: each machine, by the rank it gets and where it is reached
-        for rank, node in enumerate(box.extra["nodes"]):
-            console.print(f"  node {rank}  {escape(str(node.get('address')))}  data "
-                          f"{escape(str(node.get('data_dir')))}")
+    for node in members if len(members) > 1 else []:
+        console.print(f"  node {node.rank}  {escape(node.address)}  data "
+                      f"{escape(node.box.data_dir)}")
     print_registered(box, prof, first)
     if chosen:
         console.print("[yellow]note:[/] no --profile: registered as generic-ssh, a machine whose "
