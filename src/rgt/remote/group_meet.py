@@ -181,7 +181,9 @@ def audit(box: Box, head_transport: Transport, port: int = node_env.RDZV_PORT
                             limit=256)
         return got.stdout.strip().splitlines()[-1][:40] if got.stdout.strip() else "none"
     try:
-        torches = on_every_node(box, head_transport, facts)
+        # the nodes' connections stay open for reach_head's dials (which close them): one
+        # handshake per node, not one per check
+        torches = on_every_node(box, head_transport, facts, keep_open=True)
     except UserError as err:
         return {"group": {"nodes": len(members), "verdicts": [
             {"level": "fail", "id": "", "message": f"a node does not answer: {err}"}]}}
