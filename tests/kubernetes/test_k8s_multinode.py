@@ -171,6 +171,8 @@ def test_ddp_example_trains_across_two_pods(cluster, ddp_spec, tmp_path):
         assert f"[GPU1] Epoch {epoch} | Batchsize: 32 | Steps: 32" in node1, logs
     assert "Training snapshot saved" in node0 and "Training snapshot saved" not in node1
     assert "(node 0 of 2) on node node-a" in node0 and "(node 1 of 2) on node node-b" in node1
+    one = rgt("logs", "k8s", "--node", "1")  # not "ran on one machine": it ran on two
+    assert one.returncode == 2 and "2 nodes are one job" in one.stderr, one.stderr
     pulled = rgt("pull", "k8s", "--dest", str(tmp_path / "got"))
     assert pulled.returncode == 0, pulled.stdout + pulled.stderr
     run_id = state()["id"]

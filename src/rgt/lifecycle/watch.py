@@ -340,6 +340,9 @@ def read_log(box: Box, run: Run, lines: int | None = None, cell: int | None = No
     if node is not None:
         count = group.run_nodes(run)
         members = group.nodes(box)[:count] if count > 1 else []
+        if count > 1 and not members:  # one job of a cluster's: its platform reads every node
+            raise UserError(f"run {run.id}'s {count} nodes are one job, and `rgt logs` shows "
+                            "every node's lines: drop --node")
         picked = group.pick(members, node, whose=f"run {run.id}",
                             alone=f"run {run.id} ran on one machine")
         box = picked.box  # that machine, as a one-machine box: its log is its own
