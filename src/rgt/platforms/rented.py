@@ -117,6 +117,7 @@ class RentedPlatform(SshPlatform):
     kill_by_hand = "in the console"  # how to stop the meter of a box rgt did not rent
     kill_trap = ""                   # the wrong way out, said beside it ("a stop keeps billing")
     release_gotcha = ""              # appended to "may still bill" (" (RP14)")
+    fixed_login = ""                 # who and where SSH logs in, when the API decides: no --user
     rent_options: frozenset[str] = frozenset()  # the `rgt up` options `rent` reads
 
     # hooks a cloud writes -------------------------------------------------------------------
@@ -207,6 +208,8 @@ class RentedPlatform(SshPlatform):
         """What `rent` cannot honour, refused by name before any request that could bill."""
         refuse_unsupported(self.name, self.supports, request.resources)
         refuse_options(self.name, set(self.rent_options | set(self.CONNECTION)), request.options)
+        if self.fixed_login and ("user" in request.options or "port" in request.options):
+            raise UserError(f"{self.fixed_login}: drop --user/--port")
         if request.options.get("keep_partial") and request.resources.nodes < 2:
             raise UserError("--keep-partial is for a group (--nodes N): it keeps the instances "
                             "of a group that could not be formed")

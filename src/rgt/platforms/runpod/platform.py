@@ -74,6 +74,7 @@ class RunpodPlatform(RentedPlatform):
     service, thing, kill = "RunPod", "pod", "terminate"
     console = f"the console ({rp.CONSOLE})"
     kill_trap = "a stop keeps billing its volume disk at twice the rate (RP4)"
+    fixed_login = "RunPod pods log in as the user and port the API reports (RP6)"
     release_gotcha = " (RP14)"
 
     def client(self) -> ApiClient:
@@ -138,9 +139,6 @@ class RunpodPlatform(RentedPlatform):
         """`runpod_up` as `rgt up --profile runpod --gpu TYPE:COUNT --image IMG` asks."""
         res, options = request.resources, request.options
         self.refuse_before_renting(request)
-        if "user" in options or "port" in options:
-            raise UserError("RunPod pods log in as the user and port the API reports (RP6): "
-                            "drop --user/--port")
         if not res.gpu or not res.image:
             raise UserError(f"to rent on RunPod give --gpu TYPE:COUNT and --image IMAGE (e.g. "
                             f"`rgt up {request.name} --profile runpod --gpu RTX4090:1 --image "
@@ -164,9 +162,6 @@ class RunpodPlatform(RentedPlatform):
 
     def group_plan(self, api: ApiClient, store: Store, request: Request) -> Plan:
         res, options = request.resources, request.options
-        if "user" in options or "port" in options:
-            raise UserError("RunPod pods log in as the user and port the API reports (RP6): "
-                            "drop --user/--port")
         choices = gpu_choices(res)
         if not res.gpu or not res.image or len(choices) > 1:
             raise UserError(f"to rent a group on RunPod give one --gpu TYPE:COUNT and --image "

@@ -63,6 +63,7 @@ class VastPlatform(RentedPlatform):
     rent_options = frozenset({"offer", "onstart", "secrets", "image_cuda", "wait",
                               "keep_partial"})
     confirm_s: float = 120
+    fixed_login = "vast.ai instances log in as root on the port the API reports (VAST6)"
     service, thing, kill, name_word = "vast.ai", "instance", "destroy", "labelled"
     console = "the console (https://cloud.vast.ai/instances/)"
     kill_by_hand = "(vastai destroy instance ID)"
@@ -118,9 +119,6 @@ class VastPlatform(RentedPlatform):
         """`vast_up` on --offer ID, or on the cheapest safe offer for --gpu MODEL:COUNT."""
         r, options = request.resources, request.options
         self.refuse_before_renting(request)
-        if "user" in options or "port" in options:
-            raise UserError("vast.ai instances log in as root on the port the API reports "
-                            "(VAST6): drop --user/--port")
         offer = options.get("offer")
         if not r.image or (offer is None and not r.gpu):
             raise UserError("to rent on vast.ai give --offer ID --image IMAGE [--disk GB] (find "
@@ -176,9 +174,6 @@ class VastPlatform(RentedPlatform):
         in one place (vast.ai's search has no data-centre filter; the host is the closest)."""
         r, options = request.resources, request.options
         count = r.nodes
-        if "user" in options or "port" in options:
-            raise UserError("vast.ai instances log in as root on the port the API reports "
-                            "(VAST6): drop --user/--port")
         if options.get("offer") is not None:
             raise UserError("--offer names one machine: a group of N takes N offers on one "
                             "vast.ai host, picked for --gpu MODEL:COUNT; drop --offer")
