@@ -225,9 +225,13 @@ def test_ssh_reaches_each_node_by_its_rank_and_the_head_by_default(group, tmp_pa
     tab = cli(env={"_RGT_COMPLETE": "complete_bash", "COMP_WORDS": "rgt ssh grp --node ",
                    "COMP_CWORD": "4"})  # what bash's Tab asks (rgt --install-completion)
     assert tab.stdout.split() == ["0", "1"], tab.stderr
-    cli.ok("up", "here")  # a box of one machine
+    cli.ok("up", "one", "--profile", "generic-ssh", "--ssh", ssh_of(servers[0]), "--data-dir",
+           f"{DISK}/one", "--durable-dir", f"{DISK}/one-durable")  # a box of one machine
+    cli.ok("up", "here")  # this machine: no ssh at all, --node or not
     for box, rank, why in (("grp", "5", "box grp has no node 5 (nodes 0-1)"),
-                           ("here", "0", "box here is one machine, not a group: drop --node")):
+                           ("one", "0", "box one is one machine, not a group: drop --node"),
+                           ("here", "0", "box here is this machine (--profile local): nothing "
+                                         "to ssh into")):
         bad = cli("ssh", box, "--node", rank, "--", "hostname")
         assert bad.returncode == 2 and why in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr

@@ -64,19 +64,19 @@ def session(store: Store, box_name: str, command: list[str], *, local: list[str]
                             "(-L 8888:127.0.0.1:8888)")
     pairs = [port_pair(p) for p in ports]
     members = group.nodes(box)
-    machine, run, label, notes = box, _live_run(store, box), "", []
+    transport = _ssh_transport(box)  # a box not reached over SSH is refused as that first
+    run, label, notes = _live_run(store, box), "", []
     if node is not None:
         picked = group.pick(members, node, whose=f"box {box.name}",
                             alone=f"box {box.name} is one machine, not a group")
         notes.append(f"node {picked.rank} of {len(members)} ({picked.address})")
         if picked.rank:  # that node's own record: its endpoint, key, jump hosts
-            machine, run, label = picked.box, None, f" (node {picked.rank})"
+            transport, run, label = _ssh_transport(picked.box), None, f" (node {picked.rank})"
     elif members:
         last = len(members) - 1
         notes.append(f"the head, node 0 of {len(members)} ({members[0].address}); "
                      + (f"`rgt ssh {box.name} --node 1` reaches node 1" if last == 1 else
                         f"`rgt ssh {box.name} --node N` reaches node N (1-{last})"))
-    transport = _ssh_transport(machine)
     job = (run.spec.get("platform_run") or {}) if run else {}
     node_host = "127.0.0.1"
     remote_words = list(command)
