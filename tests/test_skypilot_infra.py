@@ -131,3 +131,10 @@ def test_an_rgt_spec_has_nothing_to_override_and_says_so(tmp_path, capfd):
     path = write(tmp_path, {"name": "j", "run": "x", "resources": {"gpu": "A100:1"}})
     assert load_spec(path, overrides=on("slurm")).resources.gpu == "A100:1"
     assert "an rgt spec runs on the box you name as it is" in capfd.readouterr().err
+
+
+def test_an_instance_type_under_infra_any_is_read_as_under_no_infra(tmp_path):
+    """SkyPilot's '*' is any infra: not a cloud named '*' ("a * instance type")."""
+    path = write(tmp_path, {"run": "x", "resources": {"infra": "*", "instance_type": "foo"}})
+    with pytest.raises(UserError, match="'foo' is not a name rgt can read for any platform"):
+        load_spec(path)

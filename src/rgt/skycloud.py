@@ -70,6 +70,8 @@ from typing import Any
 
 from rgt.errors import UserError
 
+# the infra names (SkyPilot's words) of the platforms rgt has; '*' is any
+RGT_INFRA = {"kubernetes", "k8s", "slurm", "ssh", "runpod", "lambda", "vast", "*"}
 # the clouds rgt has no platform for, and the rgt profile nearest to each (infra's refusal too)
 NEAREST = {"aws": "kubernetes (EKS) or generic-ssh (an EC2 instance you started)",
            "gcp": "kubernetes (GKE) or generic-ssh (a VM you started)",
@@ -96,18 +98,19 @@ def instance_type(name: Any, cloud: str | None) -> tuple[dict[str, Any], list[st
     """The resources an instance type holds, in rgt's vocabulary, and a note; a UserError
     for a type of a cloud rgt has no platform for. `cloud`: the task's infra/cloud, if any."""
     text = str(name).strip()
-    cloud = (cloud or "").lower().split("/")[0] or None
+    cloud = (cloud or "").lower().split("/")[0]
+    cloud = None if cloud in ("", "*") else cloud  # '*': any infra, as if none were named
     field = f"resources.instance_type {text!r}"
     for reader in (_lambda, _runpod, _vast, _kubernetes):
         read = reader(text)
-        if read is not None and cloud in (None, "*", read[0], *_ALIASES.get(read[0], ())):
+        if read is not None and cloud in (None, read[0], *_ALIASES.get(read[0], ())):
             platform, resources = read
             rents = ("`rgt up --profile lambda --gpu " + text + "` rents exactly it"
                      if platform == "lambda" else f"`rgt up --profile {platform}` rents by them")
             return resources, [f"{field} is taken as what it holds on {platform}: "
                                f"{_said(resources)} ({rents})"]
     owner = cloud or cloud_of(text)  # (no reader took it: one of _ELSEWHERE's, or None)
-    if owner in (None, "kubernetes", "k8s", "slurm", "ssh", "runpod", "lambda", "vast"):
+    if owner is None or owner in RGT_INFRA:
         raise UserError(f"{field} is not a name rgt can read for "
                         f"{owner or 'any platform it has'} (Lambda gpu_1x_h100_pcie, RunPod "
                         "1x_H100_SECURE, vast.ai 1x-RTX_4090-16-64000, Kubernetes "
@@ -286,7 +289,7 @@ def _infra(where: Overrides) -> tuple[str, str, str]:
                         "in SkyPilot's words (k8s, ssh, slurm, runpod, lambda, vast)")
     cloud = where.own if named in ("box", "*") else _CANONICAL.get(named, named)
     if named not in ("box", "*") and cloud != where.own:
-        if cloud in ("kubernetes", "slurm", "ssh", "runpod", "lambda", "vast"):
+        if cloud in RGT_INFRA:
             raise UserError(f"--infra {value} names {cloud}, but {where.box} is a "
                             f"{where.platform} box: `--infra box` runs the task there (the "
                             "box you name is where it runs)")

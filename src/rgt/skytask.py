@@ -99,7 +99,7 @@ SKY_RESOURCES = {"accelerators", "gpus", "memory", "disk_size", "use_spot", "ima
 RGT_ONLY = {"env", "outputs", "checkpoint_dir", "recover", "smoke", "smoke_timeout", "grid",
             "max_parallel", "slurm", "kubernetes", "exclude", "dialect"}
 # SkyPilot's infra names rgt has a platform for; the rest, with the nearest rgt profile.
-RGT_INFRA = {"kubernetes", "k8s", "slurm", "ssh", "runpod", "lambda", "vast", "*"}
+RGT_INFRA = skycloud.RGT_INFRA
 NEAREST = skycloud.NEAREST
 _ACCELERATOR = re.compile(r"^([A-Za-z0-9_\-]+)(?::(\d+(?:\.\d+)?))?$")
 # 8, 8+, 32GB, 32GB+, 1TB: SkyPilot's sizes are GB unless they say otherwise
