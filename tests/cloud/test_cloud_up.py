@@ -61,6 +61,8 @@ def test_rent_is_a_hidden_alias_of_up(lambda_api, store):
     (["--profile", "vastai", "--offer", "102", "--image", IMAGE, "--disk", "inf"], "--disk inf"),
     (["--profile", "vastai", "--offer", "102", "--image", IMAGE, "--bid", "nan"], "--bid nan"),
     (["--profile", "vastai", "--offer", "102", "--image", IMAGE, "--bid", "-1"], "--bid -1"),
+    (["--profile", "vastai", "--gpu", "RTX_4090:1", "--image", IMAGE, "--nodes", "2", "--disk",
+      "5"], "--disk 5: give at least 10 GB"),
     (["--profile", "lambda", "--gpu", "H100:1", "--wait", "nan"], "--wait"),
     (["--profile", "vastai", "--gpu", "RTX_4090:1", "--image", IMAGE, "--nodes", "2",
       "--wait", "nan"], "--wait nan: give the seconds to wait"),

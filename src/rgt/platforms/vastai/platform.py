@@ -185,10 +185,7 @@ class VastPlatform(RentedPlatform):
             raise UserError("--spot on vast.ai is an interruptible bid: give --bid USD/h (the "
                             "most you will pay; it cannot be raised later, VAST4)")
         disk_gb = size_gb(r.disk) if r.disk else DISK_GB
-        if not (math.isfinite(disk_gb) and disk_gb >= 10):
-            raise UserError(f"--disk {disk_gb:g}: give at least 10 GB, and it can never grow "
-                            "later: over-provision for the image, caches and checkpoints "
-                            "(VAST10)")
+        refuse_disk_and_bid(disk_gb, r.bid)
         env = secret_env(tuple(options.get("secrets") or ()), "vast.ai instance")
         vast.refuse_secrets_in_onstart(options.get("onstart") or "", env)
         data_dir = request.data_dir or "/workspace"
@@ -262,12 +259,7 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
     """Create an instance on `offer_id`, wait until SSH answers, register it as box `name`."""
     cloud = VastPlatform()
     cloud.refuse_taken_name(store, name)
-    if not (math.isfinite(disk_gb) and disk_gb >= 10):
-        raise UserError(f"--disk {disk_gb:g}: give at least 10 GB, and it can never grow later: "
-                        "over-provision for the image, caches and checkpoints (VAST10)")
-    if bid is not None and not (math.isfinite(bid) and bid > 0):
-        raise UserError(f"--bid {bid:g}: give the most you will pay, in USD per hour (e.g. "
-                        "--bid 0.2)")
+    refuse_disk_and_bid(disk_gb, bid)
     poll_s = poll_interval() if poll_s is None else poll_s
     env = secret_env(secrets, "vast.ai instance")
     vast.refuse_secrets_in_onstart(onstart, env)
@@ -309,6 +301,17 @@ def vast_up(store: Store, name: str, offer_id: int, image: str, disk_gb: float, 
                                         "down": offer.bandwidth_down_usd_per_gb},
                "notes": ["durable copies are off-box: pull results home before `rgt down` "
                          "(destroy deletes the disk, VAST2)"]})
+
+
+def refuse_disk_and_bid(disk_gb: float, bid: float | None) -> None:
+    """A disk vast.ai cannot grow later, and a bid that is no price, refused before any
+    create."""
+    if not (math.isfinite(disk_gb) and disk_gb >= 10):
+        raise UserError(f"--disk {disk_gb:g}: give at least 10 GB, and it can never grow later: "
+                        "over-provision for the image, caches and checkpoints (VAST10)")
+    if bid is not None and not (math.isfinite(bid) and bid > 0):
+        raise UserError(f"--bid {bid:g}: give the most you will pay, in USD per hour (e.g. "
+                        "--bid 0.2)")
 
 
 def create_on_offer(cloud: VastPlatform, api: ApiClient, name: str, offer: vast.Offer,
