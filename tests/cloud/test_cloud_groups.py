@@ -152,4 +152,5 @@ def test_second_create_refused_releases_the_first(vast_api, home):
     assert "released node 0 (9000001) (confirmed gone); nothing bills" in line, line
     assert vast_api.calls("DELETE", "/instances/9000001")
     assert vast_api.instances[9000001]["_destroyed_after"] == 0
-    assert rgt_cli("ls", "--all").stdout.count("half") == 0  # no box: nothing to `down`
+    listed = rgt_cli("ls", "--all")  # no box: nothing to `down` (an ls that failed lists none)
+    assert listed.returncode == 0 and "half" not in listed.stdout, listed.stdout + listed.stderr
