@@ -167,20 +167,11 @@ class RunpodPlatform(RentedPlatform):
             raise UserError(f"to rent a group on RunPod give one --gpu TYPE:COUNT and --image "
                             f"IMAGE (every pod the same GPU), e.g. `rgt up {request.name} "
                             f"--profile runpod --gpu H100:8 --image IMG --nodes 2`")
-        cloud = str(options.get("cloud", "SECURE")).upper()
-        if cloud not in ("SECURE", "COMMUNITY"):
-            raise UserError(f"--cloud {cloud.lower()}: RunPod has secure and community clouds")
         volume_gb = max(1, round(size_gb(res.disk))) if res.disk else VOLUME_DISK_GB
-        if volume_gb < 10:
-            raise UserError(f"--disk {volume_gb}: RunPod's volume disk is at least 10 GB")
+        cloud = refuse_cloud_and_disk(str(options.get("cloud", "SECURE")), volume_gb)
         env = secret_env(tuple(options.get("secrets", ())), "pod")
         gpu_name, count = rp.parse_gpu(choices[0])
-        vol = rp.find_volume(api, options["volume"]) if options.get("volume") else None
-        if vol and res.region and res.region != vol["dataCenter"]:
-            raise UserError(f"network volume {vol['name']} lives in {vol['dataCenter']} but you "
-                            f"asked for {res.region}: a pod mounts a network volume only in its "
-                            f"own data centre (RP7)")
-        where = vol["dataCenter"] if vol else res.region
+        vol, where = volume_and_place(api, options.get("volume"), res.region)
         chosen = rp.placeable(rp.catalog(api, count=count, cloud=cloud), gpu_name, count, cloud,
                               where, vol)
         rp.check_login_key(api, options.get("identity"))
@@ -318,6 +309,33 @@ class RunpodPlatform(RentedPlatform):
                          f"{status['advice']}")
         return lines
 
+def refuse_cloud_and_disk(cloud: str, volume_gb: int) -> str:
+    """The RunPod cloud asked for (upper case, as the API spells it), and a volume disk RunPod
+    can make: refused before any request."""
+    cloud = cloud.upper()
+    if cloud not in ("SECURE", "COMMUNITY"):
+        raise UserError(f"--cloud {cloud.lower()}: RunPod has secure and community clouds")
+    if volume_gb < 10:
+        raise UserError(f"--disk {volume_gb}: RunPod's volume disk is at least 10 GB")
+    return cloud
+
+
+def volume_and_place(api: ApiClient, volume: str | None, data_centre: str | None
+                     ) -> tuple[dict[str, Any] | None, str | None]:
+    """The network volume named `volume` and the data centre the pod must go to: the volume's,
+    which must be the one asked for (RP7). Returns (volume or None, data centre or None)."""
+    vol = None
+    if volume:
+        vol = rp.find_volume(api, volume)
+        if data_centre and data_centre != vol["dataCenter"]:
+            raise UserError(
+                f"network volume {vol['name']} lives in {vol['dataCenter']} but you asked "
+                f"for {data_centre}: a pod mounts a network volume only in the volume's own "
+                f"data centre, and only at creation (RP7). Use --region "
+                f"{vol['dataCenter']}, or rent without the volume")
+    return vol, vol["dataCenter"] if vol else data_centre
+
+
 def runpod_up(store: Store, name: str, gpu: str | Sequence[str], image: str, *,
               cloud: str = "SECURE",
               volume: str | None = None, data_centre: str | None = None,
@@ -332,26 +350,13 @@ def runpod_up(store: Store, name: str, gpu: str | Sequence[str], image: str, *,
     next is tried. One pod is made at most: a create whose answer was lost is adopted."""
     pods = RunpodPlatform()
     pods.refuse_taken_name(store, name)
-    cloud = cloud.upper()
-    if cloud not in ("SECURE", "COMMUNITY"):
-        raise UserError(f"--cloud {cloud.lower()}: RunPod has secure and community clouds")
-    if volume_gb < 10:
-        raise UserError(f"--disk {volume_gb}: RunPod's volume disk is at least 10 GB")
+    cloud = refuse_cloud_and_disk(cloud, volume_gb)
     env = secret_env(secrets, "pod")
     choices = [gpu] if isinstance(gpu, str) else list(gpu)
     asked = {choice: rp.parse_gpu(choice) for choice in choices}  # a bad spelling: at once
     poll_s = poll_interval() if poll_s is None else poll_s
     with rp.client() as api:
-        vol = None
-        if volume:
-            vol = rp.find_volume(api, volume)
-            if data_centre and data_centre != vol["dataCenter"]:
-                raise UserError(
-                    f"network volume {vol['name']} lives in {vol['dataCenter']} but you asked "
-                    f"for {data_centre}: a pod mounts a network volume only in the volume's own "
-                    f"data centre, and only at creation (RP7). Use --region "
-                    f"{vol['dataCenter']}, or rent without the volume")
-        where = vol["dataCenter"] if vol else data_centre
+        vol, where = volume_and_place(api, volume, data_centre)
         catalogs: dict[int, list[rp.GpuType]] = {}
         before: set[Any] | None = None  # pods already named so: never adopted as ours
 
