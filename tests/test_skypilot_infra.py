@@ -100,6 +100,7 @@ def test_instance_types_under_the_override(tmp_path, capfd):
     ({"infra": "aws", "instance_type": "p4d.24xlarge"}, "kubernetes", "box", "none",
      "--instance-type none drops the task's resources.instance_type 'p4d.24xlarge', and the "
      "task names no accelerators: the GPUs it asks for cannot be told without it"),
+    ({"instance_type": "gpu_1x_a100"}, "lambda", "box", " ", "--instance-type is empty"),
     ({"instance_type": "p4d.24xlarge", "accelerators": "A100:8", "any_of": 3}, "kubernetes",
      "box", "none",
      "resources.any_of must be a list of resource mappings"),  # (not a TypeError on the way)

@@ -226,6 +226,8 @@ def overrides(infra: str | None, instance_type: str | None, box: str,
     """The overrides for a task run on a box of `profile`; None when none was given."""
     if infra is None and instance_type is None:
         return None
+    if instance_type is not None and not instance_type.strip():  # not the file's own fault
+        raise UserError("--instance-type is empty: give a type, or `none` to drop the task's")
     from rgt.profiles import load_profile  # the profile's facts, read only when overriding
 
     facts = load_profile(profile).facts
